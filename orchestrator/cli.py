@@ -1,0 +1,140 @@
+"""The ``trialbox`` command line: a thin layer over the library.
+
+Every error trialbox raises on purpose is printed as one clear message (no
+traceback) and exits with its code; Ctrl-C exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import __version__
+from .errors import TrialboxError, ValidationFailed
+
+
+def _connect():
+    from .engine import connect
+    return connect()
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .manifest import parse_manifest
+    from .tasks import collect_tasks
+
+    status = 0
+    for path in args.manifest:
+        loaded, problems = parse_manifest(Path(path))
+        tasks = []
+        if loaded is not None:
+            tasks, task_problems = collect_tasks(loaded)
+            problems += task_problems
+        for p in problems:
+            print(p, file=sys.stderr)
+        if problems:
+            print(f"{path}: {len(problems)} problem(s)", file=sys.stderr)
+            status = 1
+        else:
+            m = loaded.manifest  # type: ignore[union-attr]
+            print(f"{path}: ok ({len(m.candidates)} candidate(s), {len(tasks)} task(s), "
+                  f"{m.execution.trials_per_task} trial(s) per task)")
+    return status
+
+
+def _load_all(path: Path):
+    from .manifest import load_manifest
+    from .tasks import load_tasks
+
+    loaded = load_manifest(path)
+    return loaded, load_tasks(loaded)
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    from .errors import DriftError
+    from .lock import check_lock, lock_path, resolve_lock, write_lock
+    from .settings import load_settings
+
+    loaded, tasks = _load_all(Path(args.manifest))
+    current = resolve_lock(loaded, tasks, _connect(), load_settings())
+    if args.check:
+        try:
+            check_lock(loaded, current)
+        except DriftError as exc:
+            print(f"{lock_path(loaded.path)}: {exc.message}", file=sys.stderr)
+            return 1
+        print(f"{lock_path(loaded.path)}: every identifier matches")
+        return 0
+    path = write_lock(loaded, current)
+    print(f"wrote {path}")
+    return 0
+
+
+def cmd_images_build(args: argparse.Namespace) -> int:
+    from .images import build_images
+    from .settings import load_settings
+
+    records = build_images(_connect(), Path(args.images), load_settings(), args.names or None)
+    for r in records.values():
+        print(f"{r.name:10s} {r.image_id} {r.tag}")
+    return 0
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    from .sandbox.gc import collect_garbage
+    from .settings import load_settings
+
+    res = collect_garbage(_connect(), load_settings(), everything=args.all)
+    print(f"removed {len(res.containers)} container(s), {len(res.volumes)} volume(s), {len(res.disks)} disk(s)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="trialbox", description="Evaluate coding agents without fooling yourself.")
+    parser.add_argument("--version", action="version", version=f"trialbox {__version__}")
+    parser.add_argument("--log-level", default="WARNING", help="structlog level (default WARNING)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("validate", help="report every problem in manifests and the tasks they select")
+    p.add_argument("manifest", nargs="+")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("lock", help="resolve and hash every identifier; write the lock beside M")
+    p.add_argument("manifest")
+    p.add_argument("--check", action="store_true", help="exit 1 listing every identifier that drifted")
+    p.set_defaults(func=cmd_lock)
+
+    p = sub.add_parser("images", help="images under images/")
+    isub = p.add_subparsers(dest="images_command", required=True, metavar="ACTION")
+    b = isub.add_parser("build", help="build every recipe whose content changed (cached by content)")
+    b.add_argument("names", nargs="*")
+    b.add_argument("--images", default="images", help="folder of recipes (default: images)")
+    b.set_defaults(func=cmd_images_build)
+
+    p = sub.add_parser("gc", help="remove leftovers of crashed runs (only what carries trialbox labels)")
+    p.add_argument("--all", action="store_true", help="remove every trialbox-labelled resource, live owners too")
+    p.set_defaults(func=cmd_gc)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .log import configure
+
+    args = build_parser().parse_args(argv)
+    configure(args.log_level.upper())
+    try:
+        return args.func(args)
+    except ValidationFailed as exc:
+        for p in exc.problems:
+            print(p, file=sys.stderr)
+        return exc.exit_code
+    except TrialboxError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

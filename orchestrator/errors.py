@@ -1,0 +1,137 @@
+"""The one exception tree of trialbox.
+
+Every error trialbox raises on purpose is a ``TrialboxError``; the command line
+prints its message (no traceback) and exits with its ``exit_code``. Leaves also
+inherit the matching builtin so callers can catch either.
+
+::
+
+    TrialboxError
+    ├── ConfigError                      bad input: manifest, task or grader folder
+    │   └── ValidationFailed             many problems at once (``problems``)
+    ├── LockError
+    │   └── DriftError                   identifiers differ from the lock (``drifted``)
+    ├── ImageError
+    │   ├── ImageNotFound (LookupError)  an image the manifest or lock names is absent
+    │   └── ImageBuildError              a build under images/ failed (``log_tail``)
+    ├── RepoError                        a task repository could not be materialised
+    └── SandboxError                     anything about a container
+        ├── EngineUnavailable (ConnectionError)   no Docker engine answers
+        ├── RuntimeUnavailable           e.g. ``runsc`` is not registered with the engine
+        ├── SandboxBroken                the sandbox no longer works (PID 1 gone, exec refused)
+        ├── SandboxTimeout (TimeoutError)
+        └── DiskError (OSError)          the bounded workspace disk could not be set up
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class TrialboxError(Exception):
+    """Root of every error trialbox raises on purpose."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfigError(TrialboxError, ValueError):
+    """A manifest, task or grader folder is invalid."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One validation problem: the file, the field path inside it, what was expected."""
+
+    file: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.field}" if self.field else self.file
+        return f"{where}: {self.message}"
+
+
+class ValidationFailed(ConfigError):
+    """Several problems found at once; ``problems`` lists each with its file and field."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(str(p) for p in self.problems)
+        super().__init__(f"{len(self.problems)} problem(s):\n{lines}")
+
+
+class LockError(TrialboxError):
+    """The lock file is missing or unreadable."""
+
+
+class DriftError(LockError):
+    """Identifiers no longer match the lock; ``drifted`` lists each one."""
+
+    def __init__(self, drifted: list[str]) -> None:
+        self.drifted = list(drifted)
+        lines = "\n".join(f"  {d}" for d in self.drifted)
+        super().__init__(f"{len(self.drifted)} identifier(s) drifted from the lock:\n{lines}")
+
+
+class ImageError(TrialboxError):
+    """Something about an image."""
+
+
+class ImageNotFound(ImageError, LookupError):
+    """An image the manifest or lock names is not on the engine (nothing is ever pulled)."""
+
+    def __init__(self, message: str, image: str) -> None:
+        super().__init__(message)
+        self.image = image
+
+
+class ImageBuildError(ImageError):
+    """Building an image under images/ failed."""
+
+    def __init__(self, message: str, image: str, log_tail: str = "") -> None:
+        super().__init__(message + (f"\n--- build log (tail) ---\n{log_tail}" if log_tail else ""))
+        self.image = image
+        self.log_tail = log_tail
+
+
+class RepoError(TrialboxError):
+    """A task repository could not be materialised at its commit."""
+
+
+class SandboxError(TrialboxError):
+    """Anything about a sandbox container."""
+
+    def __init__(self, message: str, container: str | None = None) -> None:
+        super().__init__(message)
+        self.container = container
+
+
+class EngineUnavailable(SandboxError, ConnectionError):
+    """No Docker engine answers."""
+
+
+class RuntimeUnavailable(SandboxError):
+    """The requested container runtime (e.g. runsc) is not registered with the engine."""
+
+
+class SandboxBroken(SandboxError):
+    """The sandbox stopped working (PID 1 gone, exec refused); never shown to a model as output.
+
+    ``reason`` is ``oom`` (the engine saw an OOM kill), ``exited`` or ``unresponsive``.
+    """
+
+    def __init__(self, message: str, container: str | None = None, reason: str = "exited") -> None:
+        super().__init__(message, container=container)
+        self.reason = reason
+
+
+class SandboxTimeout(SandboxError, TimeoutError):
+    """A sandbox operation did not finish in time."""
+
+
+class DiskError(SandboxError, OSError):
+    """The bounded writable disk of a sandbox could not be created or removed."""

@@ -1,0 +1,387 @@
+"""The experiment manifest: pydantic models, loading and validation.
+
+A manifest is YAML parsed once, here, into frozen typed models. Every field is
+documented below its declaration. ``load_manifest`` raises ``ValidationFailed``
+listing *every* problem (file, field path, what was expected); it never stops
+at the first one. Relative paths are resolved against the manifest's folder.
+
+Checks beyond the types: the literal ``REQUIRED`` anywhere, unknown fields,
+every ``analysis.k`` ≤ ``trials_per_task``, reservations ≤ limits, unique
+candidate names, adoption naming existing candidates, ``network_allowlist``
+only with ``allowlist``, and files the manifest names existing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError, Problem, ValidationFailed
+
+REQUIRED_LITERAL = "REQUIRED"
+
+
+class Model(BaseModel):
+    """Base of every config model: unknown fields are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+# --------------------------------------------------------------------------- experiment
+class ExperimentConfig(Model):
+    name: str = Field(min_length=1)
+    """Name of the experiment; shown in reports."""
+    task_split: Literal["public", "held_out"] = "public"
+    """Only tasks whose ``split`` equals this run."""
+    seed: int = 0
+    """Drives trial order and bootstrap resampling; recorded."""
+    dataset_revision: str | None = None
+    """Content hash of the selected tasks; when given, checked against what the lock resolves."""
+    harness_commit: str | None = None
+    """trialbox version+commit; when given, checked."""
+    grader_commit: str | None = None
+    """Content hash of the selected grader folders; when given, checked."""
+    tool_contract_revision: Literal["v1"] = "v1"
+    """Revision of the tool contract the agents see."""
+
+
+# --------------------------------------------------------------------------- candidates
+class ThinkingConfig(Model):
+    enabled: bool = False
+    """Extended thinking on or off."""
+    budget_tokens: int = Field(default=1024, ge=1024)
+    """Thinking budget when enabled."""
+
+
+class _CandidateBase(Model):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    """Unique name of the design; letters, digits, ``_ . -``."""
+
+
+class ClaudeCandidate(_CandidateBase):
+    agent: Literal["claude"]
+    """The built-in agent on the Anthropic Messages API."""
+    model_snapshot: str = Field(min_length=1)
+    """A dated model snapshot, never an alias that can move."""
+    system_prompt: Path | None = None
+    """File holding the system prompt (relative to the manifest)."""
+    system_prompt_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    """When given, the prompt file's sha256 must equal it."""
+    temperature: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Sampling temperature."""
+    max_tokens: int = Field(default=4096, ge=1)
+    """Output tokens per model call."""
+    thinking: ThinkingConfig = ThinkingConfig()
+    """Extended thinking settings."""
+
+
+class CommandCandidate(_CandidateBase):
+    agent: Literal["command"]
+    """A command-line agent installed in the task image, run inside the container."""
+    command: str = Field(min_length=1)
+    """The command run inside the container."""
+    model_snapshot: str | None = None
+    """The model the command agent is told to use, when it uses one."""
+
+
+class ScriptCandidate(_CandidateBase):
+    agent: Literal["script"]
+    """Runs a YAML file of tool-contract steps."""
+    script: Path
+    """The steps file (relative to the manifest)."""
+
+
+class OracleCandidate(_CandidateBase):
+    agent: Literal["oracle"]
+    """Applies the grader folder's reference solution."""
+
+
+class NopCandidate(_CandidateBase):
+    agent: Literal["nop"]
+    """Submits at once without doing anything."""
+
+
+Candidate = Annotated[
+    Union[ClaudeCandidate, CommandCandidate, ScriptCandidate, OracleCandidate, NopCandidate],
+    Field(discriminator="agent"),
+]
+
+
+# --------------------------------------------------------------------------- environment
+class EnvironmentConfig(Model):
+    cpu_limit: float = Field(default=1.0, gt=0)
+    """Hard CPU ceiling (CPUs)."""
+    cpu_reservation: float = Field(default=1.0, gt=0)
+    """What admission control reserves; ≤ cpu_limit."""
+    memory_limit_mb: int = Field(default=2048, ge=64)
+    """Hard kill threshold in MiB; swap equals memory (no swap)."""
+    memory_reservation_mb: int = Field(default=1024, ge=16)
+    """Soft reservation in MiB; ≤ memory_limit_mb."""
+    pids_limit: int = Field(default=512, ge=16)
+    """Maximum processes and threads in the container."""
+    disk_limit_mb: int = Field(default=2048, ge=16)
+    """Size of the workspace disk; every writable path the agent has is bounded."""
+    network_policy: Literal["none", "model-api-only", "allowlist"] = "none"
+    """``none``: loopback only. ``model-api-only``: loopback plus trialbox's model proxy."""
+    network_allowlist: list[str] = []
+    """Hosts or CIDRs, only with ``allowlist``."""
+    dependency_cache_policy: Literal["offline", "readonly-cache", "online"] = "offline"
+    """Whether dependencies may be fetched during a trial."""
+    runtime: Literal["runc", "runsc"] = "runc"
+    """Container runtime; ``runsc`` is gVisor."""
+
+
+class ExecutionConfig(Model):
+    trials_per_task: int = Field(default=5, ge=1)
+    """Replicates per (task, candidate)."""
+    deadline_seconds: float = Field(default=1800, gt=0)
+    """Per trial, on the host clock, model time included."""
+    max_total_tokens: int = Field(default=1_000_000, ge=1)
+    """Per trial."""
+    max_tool_calls: int = Field(default=200, ge=1)
+    """Per trial, enforced live."""
+    max_cost_usd: float = Field(default=10.0, ge=0)
+    """Per trial."""
+    max_run_cost_usd: float | None = Field(default=None, ge=0)
+    """Whole run; no trial is admitted once reached."""
+    concurrency: int | Literal["auto"] = "auto"
+    """Trials at once; ``auto`` derives it from the host and the reservations."""
+    order: Literal["counterbalanced", "sequential"] = "counterbalanced"
+    """Trial order within blocks of task × period."""
+
+
+class JudgeConfig(Model):
+    model_snapshot: str = Field(min_length=1)
+    """Model behind the semantic judge."""
+    rubric_policy: Literal["per_task"] = "per_task"
+    """Rubrics come from each grader folder's ``rubric.md``."""
+
+
+class TasksConfig(Model):
+    path: Path = Path("tasks")
+    """Folder of task folders (relative to the manifest)."""
+    graders: Path = Path("graders")
+    """Folder of held-out grader folders, one per task id."""
+    images: Path = Path("images")
+    """Folder of image recipes the tasks' ``image`` names refer to."""
+    select: list[str] = ["*"]
+    """Task ids or globs."""
+
+
+class AdoptionConfig(Model):
+    baseline: str
+    """Candidate name of the baseline."""
+    candidate: str
+    """Candidate name of the design under decision."""
+    min_delta: float = 0.0
+    """Required improvement of the primary metric over the baseline."""
+    max_cost_per_accepted_usd: float | None = Field(default=None, gt=0)
+    """Upper bound on the candidate's cost per accepted run."""
+    blocking_criteria: list[str] = []
+    """Criteria whose failure in any trial blocks adoption."""
+
+
+class AnalysisConfig(Model):
+    k: list[int] = [1]
+    """Every k ≤ trials_per_task."""
+    confidence: float = Field(default=0.95, gt=0, lt=1)
+    """Confidence level of every interval."""
+    primary_metric: Literal["pass_at_k", "pass_hat_k", "acceptance_rate"] = "pass_hat_k"
+    """Metric at ``k[0]`` the adoption rule uses."""
+    exclusions: list[str] = []
+    """Outcome kinds left out of the primary denominator."""
+    cluster_by: Literal["task", "cluster"] = "task"
+    """Resampling unit for intervals."""
+    min_effect: float | None = None
+    """Smallest difference worth detecting (sample-size hint)."""
+    adoption: AdoptionConfig | None = None
+    """Adoption rule declared before the run."""
+
+
+class Manifest(Model):
+    """An experiment manifest, as a person writes it."""
+
+    experiment: ExperimentConfig
+    """What the experiment is."""
+    candidates: list[Candidate] = Field(min_length=1)
+    """One or more designs; comparisons are between these."""
+    environment: EnvironmentConfig = EnvironmentConfig()
+    """Resources and isolation, identical for every candidate."""
+    execution: ExecutionConfig = ExecutionConfig()
+    """Replicates, deadline and budgets."""
+    judge: JudgeConfig | None = None
+    """Optional semantic judge."""
+    tasks: TasksConfig = TasksConfig()
+    """Where the tasks, graders and images are."""
+    analysis: AnalysisConfig = AnalysisConfig()
+    """Statistics and the adoption rule."""
+
+
+class LoadedManifest(BaseModel):
+    """A manifest with the file it came from; paths in it resolve against ``root``."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    path: Path
+    manifest: Manifest
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+    def resolve(self, p: Path) -> Path:
+        """A path of the manifest, made absolute against its folder."""
+        return p if p.is_absolute() else (self.root / p)
+
+
+OUTCOME_KINDS = {"accepted", "rejected", "agent_timeout", "budget_exhausted",
+                 "agent_resource_exhausted", "sandbox_broken_by_agent", "infra_error"}
+
+
+# --------------------------------------------------------------------------- loading
+def read_yaml(path: Path) -> tuple[Any, list[Problem]]:
+    """Parse a YAML file; a read or syntax error becomes one problem."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, [Problem(str(path), "", "file not found")]
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [Problem(str(path), "", f"cannot read: {exc}")]
+    try:
+        return yaml.safe_load(text), []
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        return None, [Problem(str(path), where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]
+
+
+def find_required_literals(data: Any, prefix: str = "") -> list[str]:
+    """Field paths whose value is the literal ``REQUIRED`` (a placeholder left unfilled)."""
+    found: list[str] = []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            found += find_required_literals(value, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            found += find_required_literals(value, f"{prefix}[{i}]")
+    elif isinstance(data, str) and data.strip() == REQUIRED_LITERAL:
+        found.append(prefix)
+    return found
+
+
+def _loc_to_path(loc: tuple[Any, ...], tags: set[str]) -> str:
+    out = ""
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in tags and i > 0 and isinstance(loc[i - 1], int):
+            continue  # discriminated-union tag pydantic inserts into the location
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def pydantic_problems(file: str, exc: ValidationError, skip: set[str] = frozenset(),
+                      tags: set[str] = frozenset()) -> list[Problem]:
+    """One ``Problem`` per pydantic error, with a message a person can act on."""
+    problems = []
+    for err in exc.errors(include_url=False):
+        path = _loc_to_path(err["loc"], tags)
+        if path in skip:
+            continue
+        kind = err["type"]
+        if kind == "missing":
+            msg = "required field is missing"
+        elif kind == "extra_forbidden":
+            msg = "unknown field"
+        elif kind == "union_tag_invalid":
+            msg = f"expected one of {err['ctx']['expected_tags']}, got {err['input']!r}"
+        elif kind == "union_tag_not_found":
+            msg = f"required field '{err['ctx']['discriminator'].strip(chr(39))}' is missing"
+        else:
+            msg = f"{err['msg']} (got {err['input']!r})" if not isinstance(err["input"], (dict, list)) else err["msg"]
+        problems.append(Problem(file, path, msg))
+    return problems
+
+
+CANDIDATE_TAGS = {"claude", "command", "script", "oracle", "nop"}
+
+
+def parse_manifest(path: Path) -> tuple[LoadedManifest | None, list[Problem]]:
+    """Parse and type-check one manifest file; returns the model (or None) and every problem."""
+    path = Path(path).absolute()
+    data, problems = read_yaml(path)
+    if problems:
+        return None, problems
+    if not isinstance(data, dict):
+        return None, [Problem(str(path), "", "expected a mapping at the top level")]
+    required = find_required_literals(data)
+    problems += [Problem(str(path), p, "the placeholder REQUIRED must be replaced by a value")
+                 for p in required]
+    try:
+        manifest = Manifest.model_validate(data)
+    except ValidationError as exc:
+        problems += pydantic_problems(str(path), exc, skip=set(required), tags=CANDIDATE_TAGS)
+        return None, problems
+    loaded = LoadedManifest(path=path, manifest=manifest)
+    problems += check_manifest(loaded)
+    return (loaded if not problems else None), problems
+
+
+def check_manifest(loaded: LoadedManifest) -> list[Problem]:
+    """Cross-field checks the types cannot express."""
+    m, f = loaded.manifest, str(loaded.path)
+    out: list[Problem] = []
+    trials = m.execution.trials_per_task
+    for i, k in enumerate(m.analysis.k):
+        if k < 1 or k > trials:
+            out.append(Problem(f, f"analysis.k[{i}]", f"expected 1 ≤ k ≤ execution.trials_per_task ({trials}), got {k}"))
+    env = m.environment
+    if env.cpu_reservation > env.cpu_limit:
+        out.append(Problem(f, "environment.cpu_reservation",
+                           f"expected ≤ environment.cpu_limit ({env.cpu_limit}), got {env.cpu_reservation}"))
+    if env.memory_reservation_mb > env.memory_limit_mb:
+        out.append(Problem(f, "environment.memory_reservation_mb",
+                           f"expected ≤ environment.memory_limit_mb ({env.memory_limit_mb}), got {env.memory_reservation_mb}"))
+    if env.network_allowlist and env.network_policy != "allowlist":
+        out.append(Problem(f, "environment.network_allowlist", "only allowed with network_policy: allowlist"))
+    if env.network_policy == "allowlist":
+        out.append(Problem(f, "environment.network_policy",
+                           "allowlist is not supported by this version of trialbox (use none or model-api-only)"))
+    names = [c.name for c in m.candidates]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            out.append(Problem(f, f"candidates[{i}].name", f"duplicate candidate name {name!r}"))
+    for i, c in enumerate(m.candidates):
+        for field in ("system_prompt", "script"):
+            p = getattr(c, field, None)
+            if p is not None and not loaded.resolve(p).is_file():
+                out.append(Problem(f, f"candidates[{i}].{field}", f"file not found: {loaded.resolve(p)}"))
+    a = m.analysis.adoption
+    if a is not None:
+        for field in ("baseline", "candidate"):
+            if getattr(a, field) not in names:
+                out.append(Problem(f, f"analysis.adoption.{field}", f"expected one of {names}, got {getattr(a, field)!r}"))
+        if a.baseline == a.candidate:
+            out.append(Problem(f, "analysis.adoption.candidate", "must differ from the baseline"))
+    for i, kind in enumerate(m.analysis.exclusions):
+        if kind not in OUTCOME_KINDS:
+            out.append(Problem(f, f"analysis.exclusions[{i}]", f"expected an outcome kind {sorted(OUTCOME_KINDS)}, got {kind!r}"))
+    for field in ("path", "graders", "images"):
+        p = loaded.resolve(getattr(m.tasks, field))
+        if not p.is_dir():
+            out.append(Problem(f, f"tasks.{field}", f"folder not found: {p}"))
+    return out
+
+
+def load_manifest(path: Path) -> LoadedManifest:
+    """Load a manifest or raise ``ValidationFailed`` with every problem in it."""
+    loaded, problems = parse_manifest(path)
+    if problems or loaded is None:
+        raise ValidationFailed(problems)
+    return loaded
+
+
+__all__ = ["Manifest", "LoadedManifest", "load_manifest", "parse_manifest", "ConfigError"]

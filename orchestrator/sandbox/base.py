@@ -1,0 +1,155 @@
+"""The ``Sandbox`` contract: the only way trialbox touches a container.
+
+Agents and graders see this class and nothing else; where the sandbox runs
+(a local Docker engine, gVisor, later a remote engine) is chosen by the spec.
+Keep it small: new features go into collaborators, not into this class.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+DEFAULT_USER = "1000:1000"
+WORKSPACE = "/workspace"
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """Everything that shapes one sandbox; resolved from the manifest by the planner."""
+
+    image_id: str
+    """Pinned image ID (``sha256:…``); never a tag, never pulled."""
+    name: str
+    """Unique per attempt (container name)."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Extra labels (run, trial, attempt); trialbox adds its own."""
+    cpu_limit: float = 1.0
+    cpu_reservation: float = 1.0
+    memory_limit_mb: int = 2048
+    memory_reservation_mb: int = 1024
+    pids_limit: int = 512
+    disk_limit_mb: int = 2048
+    """Size of the workspace disk (ext4 on a loop device, not counted as memory)."""
+    tmp_limit_mb: int = 64
+    """Size of each of /tmp and $HOME (tmpfs, counted against the memory limit)."""
+    network: Literal["none", "bridge"] = "none"
+    """Engine network mode. ``none``: loopback only. ``bridge`` exists for positive controls."""
+    runtime: str = "runc"
+    """Engine runtime name (the manifest allows runc or runsc)."""
+    user: str = DEFAULT_USER
+    workdir: str = WORKSPACE
+    home: str = "/home/agent"
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one command did."""
+
+    exit_code: int | None
+    """None when the process was killed before it reported one."""
+    stdout: bytes
+    stderr: bytes
+    stdout_size: int
+    """Full size in bytes; ``stdout`` may be truncated to the capture bound."""
+    stderr_size: int
+    timed_out: bool
+    duration_s: float
+    oom_killed: bool = False
+    """A process of this command was killed by the kernel's OOM killer (cgroup counter)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def text(self) -> str:
+        return self.stdout.decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """What the engine actually applied, read back after start."""
+
+    container_id: str
+    name: str
+    image_id: str
+    runtime: str
+    host_config: dict[str, Any]
+
+
+class Sandbox(abc.ABC):
+    """One isolated, limited environment for one trial attempt.
+
+    Use as a context manager: ``start()`` on entry, ``remove()`` on exit, in
+    ``finally`` even when the body raised.
+    """
+
+    spec: SandboxSpec
+
+    @abc.abstractmethod
+    def start(self) -> SandboxInfo:
+        """Create and start the sandbox; returns what was applied.
+
+        Raises ``ImageNotFound`` (image absent; nothing is pulled),
+        ``RuntimeUnavailable``, ``DiskError``, ``EngineUnavailable``, ``SandboxError``.
+        """
+
+    @abc.abstractmethod
+    def exec(self, cmd: list[str], timeout: float | None = None, *, user: str | None = None,
+             env: dict[str, str] | None = None, cwd: str | None = None) -> ExecResult:
+        """Run ``cmd`` inside; on ``timeout`` seconds, kill its whole process group and
+        every process it started (background children included) and return with
+        ``timed_out=True``. A failing command is data (non-zero ``exit_code``).
+
+        Raises ``SandboxBroken`` when the sandbox no longer accepts commands.
+        """
+
+    @abc.abstractmethod
+    def read_file(self, path: str, max_bytes: int = 16 << 20) -> bytes:
+        """The content of a regular file (works on a stopped sandbox too).
+
+        Raises ``FileNotFoundError``-like ``SandboxError`` when absent or not a regular file,
+        ``ValueError`` when larger than ``max_bytes``.
+        """
+
+    @abc.abstractmethod
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Create or replace a file, owned by the sandbox user; parents must exist."""
+
+    @abc.abstractmethod
+    def copy_in(self, tar: bytes | Any, dest: str) -> None:
+        """Extract a tar archive (bytes or a binary file) into ``dest``."""
+
+    @abc.abstractmethod
+    def copy_out(self, path: str) -> Iterator[bytes]:
+        """A tar stream of ``path`` (works on a stopped sandbox); the caller bounds it."""
+
+    @abc.abstractmethod
+    def oom_kill_count(self) -> int | None:
+        """OOM kills recorded by the sandbox's memory cgroup so far (None: cannot tell)."""
+
+    @abc.abstractmethod
+    def is_running(self) -> bool:
+        """Whether the sandbox's init process is alive."""
+
+    @abc.abstractmethod
+    def stop(self, timeout: float = 5) -> None:
+        """Stop every process; the filesystem is kept for export."""
+
+    @abc.abstractmethod
+    def remove(self) -> None:
+        """Remove the container and everything created for it; idempotent, never raises on absence."""
+
+    def __enter__(self) -> "Sandbox":
+        try:
+            self.start()
+        except BaseException:
+            self.remove()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()

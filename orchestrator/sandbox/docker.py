@@ -1,0 +1,444 @@
+"""``DockerSandbox``: the ``Sandbox`` contract on a real Docker engine via docker-py.
+
+Every container is created from the pinned image ID (a tag is refused; nothing
+is pulled), with: hard CPU (``nano_cpus``) and memory limits, swap equal to
+memory, the memory reservation and CPU shares from the reservations, a pids
+limit, network mode ``none`` unless asked otherwise, a non-root user,
+``cap_drop=ALL``, ``no-new-privileges``, a read-only root filesystem, docker's
+init as PID 1, and trialbox labels naming run, trial, attempt and the owning
+process. The only writable paths are the workspace (an ext4 loop disk of
+``disk_limit_mb``), ``/tmp`` and ``$HOME`` (tmpfs of ``tmp_limit_mb``, counted as
+memory) and ``/dev/shm`` (64 MiB tmpfs).
+
+``exec`` runs the command with a per-call marker in its environment (the
+engine already starts every exec in a session of its own). On timeout a second exec, as the same user, kills every process
+carrying the marker and every process in their sessions (background children
+included, even ones that called setsid again); it repeats until none is left.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import tarfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import docker.types
+import docker.utils
+
+from ..engine import MANAGED_LABEL, LABEL_PREFIX, docker_errors
+from ..errors import ImageNotFound, RuntimeUnavailable, SandboxBroken, SandboxError
+from ..log import get_logger
+from ..settings import load_settings
+from .base import ExecResult, Sandbox, SandboxInfo, SandboxSpec
+from .disks import LoopDisk, create_disk, destroy_disk
+
+CAPTURE_BYTES = 8 << 20
+GVISOR_THREAD_HEADROOM = 512
+MARKER_VAR = "TRIALBOX_EXEC"
+log = get_logger("sandbox")
+
+# Kills every process carrying the marker, and every process in their sessions,
+# until a pass finds none. bash builtins only (read, kill, globbing): it forks
+# nothing, so it still works when a fork bomb holds every pid the cgroup allows.
+KILL_SCRIPT = r"""
+m="$1"; me=$$
+for pass in $(eval echo {1..60}); do
+  found=""; sids=" "
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = "$me" ] && continue
+    while IFS= read -r -d '' kv; do
+      if [ "$kv" = "$m" ]; then
+        found="$found $p"
+        if read -r st < "$d/stat"; then
+          set -- ${st##*) }
+          [ "${4:-0}" -gt 1 ] && sids="$sids$4 "
+        fi
+        break
+      fi
+    done < "$d/environ" 2>/dev/null
+  done
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = "$me" ] && continue
+    read -r st < "$d/stat" 2>/dev/null || continue
+    set -- ${st##*) }
+    case "$sids" in *" ${4:-x} "*) found="$found $p" ;; esac
+  done
+  [ -z "$found" ] && exit 0
+  kill -9 $found 2>/dev/null
+done
+exit 1
+"""
+
+
+def owner_label() -> str:
+    """``host:pid:start`` of this process, so gc can tell a live owner from a crashed one."""
+    return f"{socket.gethostname()}:{os.getpid()}:{process_start(os.getpid())}"
+
+
+def process_start(pid: int) -> str:
+    """The process's start time in clock ticks since boot ('' when it does not exist)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _uid_gid(user: str) -> tuple[int, int]:
+    uid, _, gid = user.partition(":")
+    return int(uid), int(gid or uid)
+
+
+class DockerSandbox(Sandbox):
+    """A sandbox in a fresh container on a local Docker engine."""
+
+    def __init__(self, spec: SandboxSpec, client: docker.DockerClient) -> None:
+        if not spec.image_id.startswith("sha256:"):
+            raise SandboxError(f"image must be pinned by image ID (sha256:…), got {spec.image_id!r}")
+        self.spec = spec
+        self.client = client
+        self.container: Any = None
+        self.volume: Any = None
+        self.disk: LoopDisk | None = None
+        self.info: SandboxInfo | None = None
+        self._stream_api = docker.APIClient(timeout=None, version=client.api.api_version,
+                                            **docker.utils.kwargs_from_env())
+
+    # ------------------------------------------------------------------ lifecycle
+    def labels(self) -> dict[str, str]:
+        return {MANAGED_LABEL: "true", f"{LABEL_PREFIX}.owner": owner_label(),
+                f"{LABEL_PREFIX}.created": str(int(time.time())), **self.spec.labels}
+
+    def _check_runtime(self) -> None:
+        if self.spec.runtime == "runc":
+            return
+        with docker_errors():
+            runtimes = self.client.info().get("Runtimes", {})
+        if self.spec.runtime not in runtimes:
+            raise RuntimeUnavailable(
+                f"runtime {self.spec.runtime!r} is not registered with the Docker engine "
+                f"(known: {sorted(runtimes)}); `make setup` registers runsc on Debian")
+
+    def _create_volume(self) -> None:
+        s = self.spec
+        uid, gid = _uid_gid(s.user)
+        disk_path = load_settings().disks_dir / f"{s.name}.img"
+        disk_path.parent.mkdir(parents=True, exist_ok=True)
+        disk_path.with_suffix(".owner").write_text(owner_label())
+        self.disk = create_disk(disk_path, s.disk_limit_mb, uid, gid)
+        labels = {**self.labels(), f"{LABEL_PREFIX}.disk": str(disk_path)}
+        with docker_errors(s.name):
+            self.volume = self.client.volumes.create(
+                name=f"{s.name}-workspace", driver="local", labels=labels,
+                driver_opts={"type": "ext4", "device": self.disk.device, "o": "nosuid,nodev"})
+
+    def start(self) -> SandboxInfo:
+        s = self.spec
+        self._check_runtime()
+        with docker_errors(s.name):
+            try:
+                self.client.images.get(s.image_id)
+            except docker.errors.ImageNotFound as exc:
+                raise ImageNotFound(f"image {s.image_id} is not on this engine (trialbox never pulls): "
+                                    "run `trialbox images build` or `trialbox images load`", image=s.image_id) from exc
+        self._create_volume()
+        uid, gid = _uid_gid(s.user)
+        tmpfs_opts = f"size={s.tmp_limit_mb}m,uid={uid},gid={gid},mode=0700,nosuid,nodev"
+        mem = s.memory_limit_mb * 1024 * 1024
+        pids, ulimits = s.pids_limit, None
+        if s.runtime == "runsc":
+            # gVisor's Sentry runs as many host threads, all counted by the engine's
+            # pids limit: give them headroom and bound the sandboxed processes with
+            # RLIMIT_NPROC, which gVisor enforces inside (its user is alone there).
+            pids = s.pids_limit + GVISOR_THREAD_HEADROOM
+            ulimits = [docker.types.Ulimit(name="nproc", soft=s.pids_limit, hard=s.pids_limit)]
+        with docker_errors(s.name):
+            self.container = self.client.containers.create(
+                s.image_id, command=["sleep", "infinity"], name=s.name, labels=self.labels(),
+                user=s.user, working_dir=s.workdir, environment={"HOME": s.home, **s.env},
+                nano_cpus=int(s.cpu_limit * 1e9), cpu_shares=max(2, int(s.cpu_reservation * 1024)),
+                mem_limit=mem, memswap_limit=mem, mem_reservation=s.memory_reservation_mb * 1024 * 1024,
+                pids_limit=pids, ulimits=ulimits, network_mode=s.network, runtime=s.runtime,
+                cap_drop=["ALL"], security_opt=["no-new-privileges"], read_only=True, init=True,
+                shm_size="64m", tmpfs={"/tmp": tmpfs_opts, s.home: tmpfs_opts},
+                mounts=[docker.types.Mount(s.workdir, self.volume.name, type="volume")],
+                detach=True, stdin_open=False, tty=False)
+            self.container.start()
+            self.container.reload()
+        hc = self.container.attrs["HostConfig"]
+        keep = ("NanoCpus", "CpuShares", "Memory", "MemorySwap", "MemoryReservation", "PidsLimit",
+                "NetworkMode", "Runtime", "ReadonlyRootfs", "CapDrop", "SecurityOpt", "Tmpfs", "ShmSize",
+                "Init", "Mounts", "Ulimits")
+        self.info = SandboxInfo(self.container.id, s.name, s.image_id, hc.get("Runtime", ""),
+                                {k: hc.get(k) for k in keep})
+        log.info("sandbox started", sandbox=s.name, image_id=s.image_id, runtime=self.info.runtime)
+        return self.info
+
+    def is_running(self) -> bool:
+        if self.container is None:
+            return False
+        with docker_errors(self.spec.name):
+            try:
+                self.container.reload()
+            except docker.errors.NotFound:
+                return False
+        return bool(self.container.attrs["State"].get("Running"))
+
+    def stop(self, timeout: float = 5) -> None:
+        if self.container is None:
+            return
+        with docker_errors(self.spec.name):
+            try:
+                self.container.stop(timeout=int(timeout))
+            except docker.errors.NotFound:
+                pass
+
+    def remove(self) -> None:
+        name = self.spec.name
+        try:
+            if self.container is not None:
+                with docker_errors(name):
+                    try:
+                        self.container.remove(force=True, v=True)
+                    except docker.errors.NotFound:
+                        pass
+            if self.volume is not None:
+                with docker_errors(name):
+                    try:
+                        self.volume.remove(force=True)
+                    except docker.errors.NotFound:
+                        pass
+        finally:
+            if self.disk is not None:
+                destroy_disk(self.disk.path)
+                self.disk.path.with_suffix(".owner").unlink(missing_ok=True)
+            self._stream_api.close()
+        log.debug("sandbox removed", sandbox=name)
+
+    # ------------------------------------------------------------------ exec
+    def _require(self) -> Any:
+        if self.container is None:
+            raise SandboxError("sandbox not started", container=self.spec.name)
+        return self.container
+
+    def _exec_create(self, cmd: list[str], user: str, env: dict[str, str], cwd: str) -> str:
+        container = self._require()
+        try:
+            return self._stream_api.exec_create(container.id, cmd, user=user, environment=env,
+                                                workdir=cwd, stdout=True, stderr=True)["Id"]
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409 or not self.is_running():
+                raise SandboxBroken(f"sandbox no longer accepts commands: {exc.explanation}",
+                                    container=self.spec.name) from exc
+            raise SandboxError(f"exec refused: {exc.explanation}", container=self.spec.name) from exc
+
+    def exec(self, cmd: list[str], timeout: float | None = None, *, user: str | None = None,
+             env: dict[str, str] | None = None, cwd: str | None = None) -> ExecResult:
+        marker = uuid.uuid4().hex
+        full_env = {"HOME": self.spec.home, **self.spec.env, **(env or {}), MARKER_VAR: marker}
+        user = user or self.spec.user
+        oom_before = self.oom_kill_count() if self._tracks_oom() else None
+        t0 = time.monotonic()
+        exec_id = self._exec_create(list(cmd), user, full_env, cwd or self.spec.workdir)
+        out, err = _Capture(), _Capture()
+        failure: list[BaseException] = []
+
+        def pump() -> None:
+            try:
+                for o, e in self._stream_api.exec_start(exec_id, stream=True, demux=True):
+                    out.add(o)
+                    err.add(e)
+            except BaseException as exc:  # surfaced below
+                failure.append(exc)
+
+        reader = threading.Thread(target=pump, daemon=True, name=f"exec-{marker[:8]}")
+        reader.start()
+        timed_out = self._wait(reader, t0, timeout)
+        if timed_out:
+            self._kill_marked(marker, user)
+            reader.join(10)
+            if reader.is_alive():
+                raise SandboxBroken("a timed-out command could not be stopped", container=self.spec.name,
+                                    reason="unresponsive")
+        duration = time.monotonic() - t0
+        with docker_errors(self.spec.name):
+            exit_code = self._stream_api.exec_inspect(exec_id).get("ExitCode")
+        if failure and not timed_out and not self.is_running():
+            raise self._broken()
+        oom = False
+        if oom_before is not None:
+            after = self.oom_kill_count()
+            oom = after is not None and after > oom_before
+        # The engine reports an exec it could not run or finish (the sandbox died under
+        # it) as exit code 126 or 128 with its message as output: confirm with a probe.
+        if exit_code in (126, 128) and not self._responds():
+            raise self._broken(oom)
+        return ExecResult(exit_code, out.data(), err.data(), out.size, err.size, timed_out, duration, oom)
+
+    def _wait(self, reader: threading.Thread, t0: float, timeout: float | None) -> bool:
+        """Wait for a command's output to end; True on timeout. A dead sandbox raises ``SandboxBroken``."""
+        last_check = t0
+        while True:
+            reader.join(0.25)
+            if not reader.is_alive():
+                return False
+            now = time.monotonic()
+            if timeout is not None and now - t0 >= timeout:
+                return True
+            if now - last_check >= 1.0:
+                last_check = now
+                if not self.is_running():
+                    raise self._broken()
+
+    def _responds(self) -> bool:
+        """Whether a trivial command still runs (the engine reports exec failures as output)."""
+        try:
+            res = self._require().exec_run(["true"], user=self.spec.user)
+        except docker.errors.APIError:
+            return False
+        return res.exit_code == 0
+
+    def _broken(self, oom: bool = False) -> SandboxBroken:
+        """The error for a sandbox whose init died, telling an OOM kill apart."""
+        self.is_running()  # refresh the state
+        state = self.container.attrs.get("State", {}) if self.container is not None else {}
+        if oom or state.get("OOMKilled"):
+            return SandboxBroken("the sandbox died: out of memory", container=self.spec.name, reason="oom")
+        return SandboxBroken(f"the sandbox died (exit code {state.get('ExitCode')})", container=self.spec.name)
+
+    def _tracks_oom(self) -> bool:
+        return self.info is not None
+
+    def _host_cgroup_oom(self) -> int | None:
+        """The OOM-kill counter from the container's memory cgroup on this host (local engine)."""
+        if self.container is None:
+            return None
+        cid = self.container.id
+        for path in (f"/sys/fs/cgroup/memory/docker/{cid}/memory.oom_control",
+                     f"/sys/fs/cgroup/docker/{cid}/memory.events",
+                     f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/memory.events"):
+            try:
+                with open(path) as fh:
+                    for line in fh:
+                        key, _, value = line.partition(" ")
+                        if key == "oom_kill":
+                            return int(value)
+            except (OSError, ValueError):
+                continue
+        return None
+
+    def _kill_marked(self, marker: str, user: str) -> None:
+        """Kill every process of one exec (see KILL_SCRIPT); escalate to stopping PID 1."""
+        for attempt in range(20):
+            try:
+                res = self.container.exec_run(["bash", "-c", KILL_SCRIPT, "kill", f"{MARKER_VAR}={marker}"],
+                                              user=user, environment={"PATH": "/usr/bin:/bin"})
+                if res.exit_code == 0:
+                    return
+            except docker.errors.APIError:
+                pass
+            time.sleep(0.1)
+        if not self.is_running():
+            raise self._broken()
+        log.warning("could not kill a timed-out command inside; killing the sandbox", sandbox=self.spec.name)
+        try:
+            self.container.kill()
+        except docker.errors.APIError:
+            pass
+        raise SandboxBroken("a timed-out command could not be killed; the sandbox was stopped",
+                            container=self.spec.name, reason="unresponsive")
+
+    def oom_kill_count(self) -> int | None:
+        host = self._host_cgroup_oom()
+        if host is not None:
+            return host
+        script = ("cat /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null "
+                  "|| cat /sys/fs/cgroup/memory.events 2>/dev/null")
+        try:
+            res = self._require().exec_run(["/bin/sh", "-c", script], user="0",
+                                           environment={"PATH": "/usr/bin:/bin"})
+        except docker.errors.APIError:
+            return None
+        for line in res.output.decode(errors="replace").splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+        return None
+
+    # ------------------------------------------------------------------ files
+    def read_file(self, path: str, max_bytes: int = 16 << 20) -> bytes:
+        stream = self.copy_out(path)
+        buf = io.BytesIO()
+        for chunk in stream:
+            buf.write(chunk)
+            if buf.tell() > max_bytes + 65536:
+                raise ValueError(f"{path} is larger than {max_bytes} bytes")
+        buf.seek(0)
+        with tarfile.open(fileobj=buf) as tf:
+            member = tf.next()
+            if member is None or not member.isfile():
+                raise SandboxError(f"{path} is not a regular file", container=self.spec.name)
+            if member.size > max_bytes:
+                raise ValueError(f"{path} is larger than {max_bytes} bytes")
+            return tf.extractfile(member).read()  # type: ignore[union-attr]
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        parent, _, name = path.rstrip("/").rpartition("/")
+        uid, gid = _uid_gid(self.spec.user)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tf:
+            ti = tarfile.TarInfo(name)
+            ti.size, ti.mode, ti.uid, ti.gid, ti.mtime = len(data), mode, uid, gid, int(time.time())
+            tf.addfile(ti, io.BytesIO(data))
+        self.copy_in(buf.getvalue(), parent or "/")
+
+    def copy_in(self, tar: bytes | Any, dest: str) -> None:
+        with docker_errors(self.spec.name):
+            try:
+                ok = self._require().put_archive(dest, tar)
+            except docker.errors.NotFound as exc:
+                raise SandboxError(f"destination {dest} does not exist", container=self.spec.name) from exc
+        if not ok:
+            raise SandboxError(f"copy into {dest} failed", container=self.spec.name)
+
+    def copy_out(self, path: str) -> Iterator[bytes]:
+        with docker_errors(self.spec.name):
+            try:
+                stream, _stat = self._require().get_archive(path, chunk_size=1 << 20)
+            except docker.errors.NotFound as exc:
+                raise SandboxError(f"{path} does not exist", container=self.spec.name) from exc
+        return stream
+
+
+class _Capture:
+    """Keeps the first CAPTURE_BYTES of a stream and counts the rest."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.kept = 0
+        self.size = 0
+
+    def add(self, chunk: bytes | None) -> None:
+        if not chunk:
+            return
+        self.size += len(chunk)
+        room = CAPTURE_BYTES - self.kept
+        if room > 0:
+            self.parts.append(chunk[:room])
+            self.kept += min(room, len(chunk))
+
+    def data(self) -> bytes:
+        return b"".join(self.parts)
+
+

@@ -1,0 +1,88 @@
+"""Removing what crashed runs left behind, and nothing else.
+
+Every container, volume and disk trialbox creates carries its owner
+(``host:pid:start-time`` of the creating process). ``collect_garbage`` removes
+those whose owner process no longer exists on this host; with ``everything``
+it removes every trialbox-labelled resource. Unlabelled resources are never
+touched; resources owned by another host are left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+
+import docker
+import docker.errors
+
+from ..engine import LABEL_PREFIX, MANAGED_LABEL, docker_errors
+from ..log import get_logger
+from ..settings import Settings
+from .disks import destroy_disk, detach_orphans
+from .docker import process_start
+
+log = get_logger("gc")
+
+
+@dataclass
+class GcResult:
+    """What was removed."""
+
+    containers: list[str] = field(default_factory=list)
+    volumes: list[str] = field(default_factory=list)
+    disks: list[str] = field(default_factory=list)
+
+
+def owner_alive(owner: str | None) -> bool:
+    """Whether the process named by an owner label still runs (unknown owners count as alive)."""
+    try:
+        host, pid, start = (owner or "").rsplit(":", 2)
+        pid_n = int(pid)
+    except ValueError:
+        return False
+    if host != socket.gethostname():
+        return True
+    return process_start(pid_n) == start
+
+
+def _stale(labels: dict[str, str], everything: bool) -> bool:
+    return everything or not owner_alive(labels.get(f"{LABEL_PREFIX}.owner"))
+
+
+def collect_garbage(client: docker.DockerClient, settings: Settings, everything: bool = False) -> GcResult:
+    """Remove labelled leftovers of dead owners (or all labelled resources with ``everything``)."""
+    result = GcResult()
+    flt = {"label": MANAGED_LABEL}
+    with docker_errors():
+        for c in client.containers.list(all=True, filters=flt):
+            if _stale(c.labels, everything):
+                try:
+                    c.remove(force=True, v=True)
+                    result.containers.append(c.name)
+                except docker.errors.NotFound:
+                    pass
+        for v in client.volumes.list(filters=flt):
+            labels = v.attrs.get("Labels") or {}
+            if _stale(labels, everything):
+                try:
+                    v.remove(force=True)
+                    result.volumes.append(v.name)
+                except docker.errors.APIError as exc:
+                    log.warning("volume still in use, left", volume=v.name, error=str(exc.explanation))
+        live_disks = {(v.attrs.get("Labels") or {}).get(f"{LABEL_PREFIX}.disk") for v in client.volumes.list(filters=flt)}
+    if settings.disks_dir.is_dir():
+        for img in sorted(settings.disks_dir.glob("*.img")):
+            owner_file = img.with_suffix(".owner")
+            owner = owner_file.read_text().strip() if owner_file.exists() else None
+            if str(img) in live_disks or (not everything and owner_alive(owner)):
+                continue
+            destroy_disk(img)
+            owner_file.unlink(missing_ok=True)
+            result.disks.append(img.name)
+        if everything or os.geteuid() == 0:
+            result.disks += detach_orphans(settings.disks_dir)
+    if result.containers or result.volumes or result.disks:
+        log.info("garbage collected", containers=len(result.containers), volumes=len(result.volumes),
+                 disks=len(result.disks))
+    return result

@@ -1,0 +1,283 @@
+"""Task folders (what the agent may see) and grader folders (held out).
+
+``tasks/<id>/task.yaml`` and ``graders/<id>/grader.yaml`` follow DESIGN.md; the
+field names are the contract users write. ``load_tasks`` returns every selected
+task with its grader, or raises ``ValidationFailed`` listing every problem in
+every folder at once.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import Problem, RepoError, ValidationFailed
+from .hashing import sha256_file
+from .manifest import LoadedManifest, Model, find_required_literals, pydantic_problems, read_yaml
+from .settings import load_settings
+
+SHA1 = re.compile(r"^[0-9a-f]{40}$")
+
+
+class RepoConfig(Model):
+    dir: Path | None = None
+    """Plain files beside task.yaml; trialbox commits them deterministically."""
+    git: str | None = None
+    """A real repository (path relative to the task folder, or absolute) …"""
+    commit: str | None = None
+    """… at this full 40-hex commit, which becomes the initial commit."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "RepoConfig":
+        if (self.dir is None) == (self.git is None):
+            raise ValueError("expected exactly one of 'dir' or 'git' (with 'commit')")
+        if self.git is not None and (self.commit is None or not SHA1.match(self.commit)):
+            raise ValueError("'git' needs 'commit': a full 40-hex commit id")
+        if self.dir is not None and self.commit is not None:
+            raise ValueError("'commit' goes with 'git', not with 'dir'")
+        return self
+
+
+class ScopeConfig(Model):
+    allowed: list[str] = ["**"]
+    """Glob patterns of authorized paths; everything else is out of scope."""
+
+
+class ConstraintsConfig(Model):
+    required_tools: list[str] = []
+    """Tools that must be used at least once."""
+    forbidden_tools: list[str] = []
+    """Tools that must never be used."""
+    forbidden_commands: list[str] = []
+    """Regular expressions over bash commands."""
+    order: list[list[str]] = []
+    """Pairs [a, b]: a must happen before b; a tool name or ``bash:<regex>``."""
+    max_steps: int = Field(default=40, ge=1)
+    """Model turns allowed (a trajectory criterion)."""
+
+
+class TaskConfig(Model):
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    """Equals the folder name."""
+    instruction: Path = Path("instruction.md")
+    """File beside task.yaml: the only text the agent is given."""
+    repo: RepoConfig
+    """The repository the agent starts from."""
+    image: str = Field(min_length=1)
+    """An image defined under images/, resolved to its image ID in the lock."""
+    difficulty: Literal["easy", "medium", "hard"]
+    """Reports break results down by it."""
+    split: Literal["public", "held_out"] = "public"
+    """Only tasks of the manifest's ``task_split`` run."""
+    cluster: str | None = None
+    """Resampling unit for intervals (default: the repository)."""
+    scope: ScopeConfig = ScopeConfig()
+    """Authorized paths."""
+    constraints: ConstraintsConfig = ConstraintsConfig()
+    """Checked on the host-recorded events."""
+    abstain_expected: bool = False
+    """True when the correct answer is to abstain."""
+    ask_user_reply: str | None = None
+    """Canned answer to ``ask_user`` (counted as an intervention); none means the tool refuses."""
+
+
+class GraderConfig(Model):
+    tests: Path | None = None
+    """Files copied over the final workspace at grading (relative to the grader folder); or"""
+    test_patch: Path | None = None
+    """a patch applied to it."""
+    fail_to_pass: list[str] = []
+    """Test node ids that must fail before and pass after (at least one unless the task expects abstention)."""
+    pass_to_pass: list[str] = []
+    """Regressions: must keep passing."""
+    command: str = "python3 -m pytest"
+    """Test command; trialbox adds node ids, junit output and its own safeguards."""
+    solution: Path | None = Path("solution.patch")
+    """What the oracle agent applies."""
+    rubric: Path | None = None
+    """Optional criteria for the semantic judge."""
+
+    @model_validator(mode="after")
+    def _tests_or_patch(self) -> "GraderConfig":
+        if (self.tests is None) == (self.test_patch is None):
+            raise ValueError("expected exactly one of 'tests' or 'test_patch'")
+        return self
+
+
+class Task(BaseModel):
+    """A loaded task with its held-out grader; paths are absolute."""
+
+    model_config = ConfigDict(frozen=True)
+    config: TaskConfig
+    folder: Path
+    grader: GraderConfig
+    grader_folder: Path
+
+    @property
+    def id(self) -> str:
+        return self.config.id
+
+    @property
+    def cluster(self) -> str:
+        return self.config.cluster or self.repo_identity
+
+    @property
+    def repo_identity(self) -> str:
+        r = self.config.repo
+        return f"dir:{self.id}" if r.dir is not None else f"git:{r.git}"
+
+    def repo_source(self) -> Path:
+        r = self.config.repo
+        p = Path(r.dir if r.dir is not None else r.git)
+        return p if p.is_absolute() else self.folder / p
+
+    def grader_path(self, p: Path) -> Path:
+        return p if p.is_absolute() else self.grader_folder / p
+
+
+def _parse(path: Path, model: type[Model]) -> tuple[Model | None, list[Problem]]:
+    data, problems = read_yaml(path)
+    if problems:
+        return None, problems
+    if not isinstance(data, dict):
+        return None, [Problem(str(path), "", "expected a mapping at the top level")]
+    required = find_required_literals(data)
+    problems = [Problem(str(path), p, "the placeholder REQUIRED must be replaced by a value") for p in required]
+    try:
+        return model.model_validate(data), problems
+    except ValidationError as exc:
+        return None, problems + pydantic_problems(str(path), exc, skip=set(required))
+
+
+def trusted_git_dir(src: Path) -> Path:
+    """The task author's repository; a ``.bundle`` file is cloned (once, cached) to read it."""
+    if not (src.is_file() and src.suffix == ".bundle"):
+        return src
+    cache = load_settings().repos_dir / "bundles" / f"{sha256_file(src)[:24]}.git"
+    if not cache.is_dir():
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(cache.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        proc = subprocess.run(["git", "clone", "--quiet", "--mirror", str(src), str(tmp)],
+                              capture_output=True, text=True, env=git_env())
+        if proc.returncode != 0:
+            raise RepoError(f"cannot read bundle {src}: {proc.stderr.strip()}")
+        try:
+            os.replace(tmp, cache)
+        except OSError:  # another process won the race
+            shutil.rmtree(tmp, ignore_errors=True)
+    return cache
+
+
+def _git_commit_exists(repo: Path, commit: str) -> bool:
+    """Ask git (on the task author's trusted repository) whether ``commit`` is there."""
+    try:
+        repo = trusted_git_dir(repo)
+    except RepoError:
+        return False
+    proc = subprocess.run(["git", "-C", str(repo), "-c", "core.hooksPath=/dev/null", "cat-file", "-e",
+                           f"{commit}^{{commit}}"], capture_output=True, env=git_env())
+    return proc.returncode == 0
+
+
+def git_env() -> dict[str, str]:
+    """An environment for host git that ignores the user's and system's configuration."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_GLOBAL="/dev/null", GIT_CONFIG_SYSTEM="/dev/null", GIT_TERMINAL_PROMPT="0")
+    return env
+
+
+def check_task(task: Task, images_dir: Path) -> list[Problem]:
+    """Problems in one task and its grader beyond the field types."""
+    tf, gf = str(task.folder / "task.yaml"), str(task.grader_folder / "grader.yaml")
+    c, g = task.config, task.grader
+    out: list[Problem] = []
+    if c.id != task.folder.name:
+        out.append(Problem(tf, "id", f"expected the folder name {task.folder.name!r}, got {c.id!r}"))
+    if not (task.folder / c.instruction).is_file():
+        out.append(Problem(tf, "instruction", f"file not found: {task.folder / c.instruction}"))
+    src = task.repo_source()
+    if c.repo.dir is not None and not src.is_dir():
+        out.append(Problem(tf, "repo.dir", f"folder not found: {src}"))
+    if c.repo.git is not None:
+        if not src.exists():
+            out.append(Problem(tf, "repo.git", f"repository not found: {src}"))
+        elif not _git_commit_exists(src, c.repo.commit or ""):
+            out.append(Problem(tf, "repo.commit", f"commit {c.repo.commit} not found in {src}"))
+    if not (images_dir / c.image).is_dir():
+        known = sorted(p.name for p in images_dir.iterdir() if p.is_dir()) if images_dir.is_dir() else []
+        out.append(Problem(tf, "image", f"expected an image defined under {images_dir} {known}, got {c.image!r}"))
+    for i, rx in enumerate(c.constraints.forbidden_commands):
+        try:
+            re.compile(rx)
+        except re.error as exc:
+            out.append(Problem(tf, f"constraints.forbidden_commands[{i}]", f"not a valid regular expression: {exc}"))
+    for i, pair in enumerate(c.constraints.order):
+        if len(pair) != 2:
+            out.append(Problem(tf, f"constraints.order[{i}]", f"expected a pair [a, b], got {pair!r}"))
+    if not g.fail_to_pass and not c.abstain_expected:
+        out.append(Problem(gf, "fail_to_pass", "expected at least one test id (only tasks with abstain_expected may have none)"))
+    for field in ("tests", "test_patch", "solution", "rubric"):
+        p = getattr(g, field)
+        if p is not None and not task.grader_path(p).exists():
+            out.append(Problem(gf, field, f"not found: {task.grader_path(p)}"))
+    return out
+
+
+def load_task(folder: Path, graders_dir: Path, images_dir: Path) -> tuple[Task | None, list[Problem]]:
+    """Load one task folder and its grader folder, returning every problem found."""
+    config, problems = _parse(folder / "task.yaml", TaskConfig)
+    gfolder = graders_dir / folder.name
+    if not (gfolder / "grader.yaml").is_file():
+        problems.append(Problem(str(gfolder / "grader.yaml"), "", f"no grader folder for task {folder.name!r}"))
+        grader = None
+    else:
+        grader, gproblems = _parse(gfolder / "grader.yaml", GraderConfig)
+        problems += gproblems
+    if config is None or grader is None:
+        return None, problems
+    task = Task(config=config, folder=folder.absolute(), grader=grader, grader_folder=gfolder.absolute())
+    problems += check_task(task, images_dir)
+    return (task if not problems else None), problems
+
+
+def select_folders(tasks_dir: Path, patterns: list[str]) -> list[Path]:
+    """Task folders (holding task.yaml) whose name matches one of the patterns, sorted."""
+    folders = sorted(p for p in tasks_dir.iterdir() if (p / "task.yaml").is_file()) if tasks_dir.is_dir() else []
+    return [p for p in folders if any(fnmatch.fnmatchcase(p.name, pat) for pat in patterns)]
+
+
+def collect_tasks(loaded: LoadedManifest) -> tuple[list[Task], list[Problem]]:
+    """Every selected task of the manifest's split, with every problem found on the way."""
+    m = loaded.manifest
+    tasks_dir, graders_dir = loaded.resolve(m.tasks.path), loaded.resolve(m.tasks.graders)
+    images_dir = loaded.resolve(m.tasks.images)
+    folders = select_folders(tasks_dir, m.tasks.select)
+    problems: list[Problem] = []
+    if not folders:
+        problems.append(Problem(str(loaded.path), "tasks.select", f"selects no task folder under {tasks_dir}"))
+    tasks: list[Task] = []
+    for folder in folders:
+        task, p = load_task(folder, graders_dir, images_dir)
+        problems += p
+        if task is not None and task.config.split == m.experiment.task_split:
+            tasks.append(task)
+    if folders and not problems and not tasks:
+        problems.append(Problem(str(loaded.path), "experiment.task_split",
+                                f"no selected task has split {m.experiment.task_split!r}"))
+    return tasks, problems
+
+
+def load_tasks(loaded: LoadedManifest) -> list[Task]:
+    """The selected tasks, or ``ValidationFailed`` listing every problem."""
+    tasks, problems = collect_tasks(loaded)
+    if problems:
+        raise ValidationFailed(problems)
+    return tasks
