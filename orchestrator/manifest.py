@@ -297,7 +297,8 @@ def pydantic_problems(file: str, exc: ValidationError, skip: set[str] = frozense
         elif kind == "extra_forbidden":
             msg = "unknown field"
         elif kind == "union_tag_invalid":
-            msg = f"expected one of {err['ctx']['expected_tags']}, got {err['input']!r}"
+            path += f".{err['ctx']['discriminator'].strip(chr(39))}"
+            msg = f"expected one of {err['ctx']['expected_tags']}, got {err['ctx']['tag']!r}"
         elif kind == "union_tag_not_found":
             msg = f"required field '{err['ctx']['discriminator'].strip(chr(39))}' is missing"
         else:
@@ -320,59 +321,75 @@ def parse_manifest(path: Path) -> tuple[LoadedManifest | None, list[Problem]]:
     required = find_required_literals(data)
     problems += [Problem(str(path), p, "the placeholder REQUIRED must be replaced by a value")
                  for p in required]
+    loaded = None
     try:
-        manifest = Manifest.model_validate(data)
+        loaded = LoadedManifest(path=path, manifest=Manifest.model_validate(data))
     except ValidationError as exc:
         problems += pydantic_problems(str(path), exc, skip=set(required), tags=CANDIDATE_TAGS)
-        return None, problems
-    loaded = LoadedManifest(path=path, manifest=manifest)
-    problems += check_manifest(loaded)
+    problems += check_manifest(data, path)
     return (loaded if not problems else None), problems
 
 
-def check_manifest(loaded: LoadedManifest) -> list[Problem]:
-    """Cross-field checks the types cannot express."""
-    m, f = loaded.manifest, str(loaded.path)
+def _get(data: Any, dotted: str, default: Any = None) -> Any:
+    """A value of the raw YAML by dotted path, or ``default`` when absent or not a mapping on the way."""
+    for key in dotted.split("."):
+        if not isinstance(data, dict) or key not in data:
+            return default
+        data = data[key]
+    return data
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def check_manifest(data: dict[str, Any], path: Path) -> list[Problem]:
+    """Cross-field checks the types cannot express, run on the raw YAML so that they are
+    reported together with type errors elsewhere (a value of the wrong type is skipped:
+    its type error is already reported)."""
+    f, root = str(path), path.parent
+    resolve = lambda p: Path(p) if Path(p).is_absolute() else root / p  # noqa: E731
     out: list[Problem] = []
-    trials = m.execution.trials_per_task
-    for i, k in enumerate(m.analysis.k):
-        if k < 1 or k > trials:
-            out.append(Problem(f, f"analysis.k[{i}]", f"expected 1 ≤ k ≤ execution.trials_per_task ({trials}), got {k}"))
-    env = m.environment
-    if env.cpu_reservation > env.cpu_limit:
-        out.append(Problem(f, "environment.cpu_reservation",
-                           f"expected ≤ environment.cpu_limit ({env.cpu_limit}), got {env.cpu_reservation}"))
-    if env.memory_reservation_mb > env.memory_limit_mb:
-        out.append(Problem(f, "environment.memory_reservation_mb",
-                           f"expected ≤ environment.memory_limit_mb ({env.memory_limit_mb}), got {env.memory_reservation_mb}"))
-    if env.network_allowlist and env.network_policy != "allowlist":
+    trials = _num(_get(data, "execution.trials_per_task", 5))
+    for i, k in enumerate(_get(data, "analysis.k", [1]) if isinstance(_get(data, "analysis.k", [1]), list) else []):
+        if trials is not None and _num(k) is not None and not 1 <= k <= trials:
+            out.append(Problem(f, f"analysis.k[{i}]", f"expected 1 ≤ k ≤ execution.trials_per_task ({int(trials)}), got {k}"))
+    for res, lim, d_res, d_lim in (("cpu_reservation", "cpu_limit", 1.0, 1.0),
+                                   ("memory_reservation_mb", "memory_limit_mb", 1024, 2048)):
+        r, l_ = _num(_get(data, f"environment.{res}", d_res)), _num(_get(data, f"environment.{lim}", d_lim))
+        if r is not None and l_ is not None and 0 < l_ < r:
+            out.append(Problem(f, f"environment.{res}", f"expected ≤ environment.{lim} ({_get(data, f'environment.{lim}', d_lim)}), "
+                                                        f"got {_get(data, f'environment.{res}', d_res)}"))
+    policy = _get(data, "environment.network_policy", "none")
+    if _get(data, "environment.network_allowlist") and policy != "allowlist":
         out.append(Problem(f, "environment.network_allowlist", "only allowed with network_policy: allowlist"))
-    if env.network_policy == "allowlist":
+    if policy == "allowlist":
         out.append(Problem(f, "environment.network_policy",
                            "allowlist is not supported by this version of trialbox (use none or model-api-only)"))
-    names = [c.name for c in m.candidates]
-    for i, name in enumerate(names):
-        if name in names[:i]:
-            out.append(Problem(f, f"candidates[{i}].name", f"duplicate candidate name {name!r}"))
-    for i, c in enumerate(m.candidates):
+    candidates = _get(data, "candidates", [])
+    candidates = [c for c in candidates if isinstance(c, dict)] if isinstance(candidates, list) else []
+    names = [c.get("name") for c in candidates]
+    for i, c in enumerate(candidates):
+        if c.get("name") is not None and c.get("name") in names[:i]:
+            out.append(Problem(f, f"candidates[{i}].name", f"duplicate candidate name {c.get('name')!r}"))
         for field in ("system_prompt", "script"):
-            p = getattr(c, field, None)
-            if p is not None and not loaded.resolve(p).is_file():
-                out.append(Problem(f, f"candidates[{i}].{field}", f"file not found: {loaded.resolve(p)}"))
-    a = m.analysis.adoption
-    if a is not None:
+            if isinstance(c.get(field), str) and not resolve(c[field]).is_file():
+                out.append(Problem(f, f"candidates[{i}].{field}", f"file not found: {resolve(c[field])}"))
+    adoption = _get(data, "analysis.adoption")
+    if isinstance(adoption, dict):
         for field in ("baseline", "candidate"):
-            if getattr(a, field) not in names:
-                out.append(Problem(f, f"analysis.adoption.{field}", f"expected one of {names}, got {getattr(a, field)!r}"))
-        if a.baseline == a.candidate:
+            if field in adoption and adoption[field] not in names:
+                out.append(Problem(f, f"analysis.adoption.{field}", f"expected one of {names}, got {adoption[field]!r}"))
+        if adoption.get("baseline") is not None and adoption.get("baseline") == adoption.get("candidate"):
             out.append(Problem(f, "analysis.adoption.candidate", "must differ from the baseline"))
-    for i, kind in enumerate(m.analysis.exclusions):
+    exclusions = _get(data, "analysis.exclusions", [])
+    for i, kind in enumerate(exclusions if isinstance(exclusions, list) else []):
         if kind not in OUTCOME_KINDS:
             out.append(Problem(f, f"analysis.exclusions[{i}]", f"expected an outcome kind {sorted(OUTCOME_KINDS)}, got {kind!r}"))
-    for field in ("path", "graders", "images"):
-        p = loaded.resolve(getattr(m.tasks, field))
-        if not p.is_dir():
-            out.append(Problem(f, f"tasks.{field}", f"folder not found: {p}"))
+    for field, default in (("path", "tasks"), ("graders", "graders"), ("images", "images")):
+        value = _get(data, f"tasks.{field}", default)
+        if isinstance(value, str) and not resolve(value).is_dir():
+            out.append(Problem(f, f"tasks.{field}", f"folder not found: {resolve(value)}"))
     return out
 
 

@@ -1,0 +1,72 @@
+"""Content hashes and history-free repositories (host git on trusted sources only)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tarfile
+
+from orchestrator.hashing import tree_sha256
+from orchestrator.manifest import load_manifest
+from orchestrator.repos import materialize
+from orchestrator.tasks import load_tasks
+
+FUTURE_FIX = "14acc6d2c212ccbdd5c3b97b3e5462db0ede0ed5"  # the ledger bundle's commit after the task's
+
+
+def test_tree_hash_tracks_content_paths_and_exec_bit(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f.py").write_text("x = 1\n")
+    first = tree_sha256(tmp_path)
+    assert tree_sha256(tmp_path) == first
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "HEAD").write_text("junk")
+    (tmp_path / "a" / "__pycache__").mkdir()
+    assert tree_sha256(tmp_path) == first  # .git and caches are not content
+    os.chmod(tmp_path / "a" / "f.py", 0o755)
+    assert tree_sha256(tmp_path) != first
+    os.chmod(tmp_path / "a" / "f.py", 0o644)
+    (tmp_path / "a" / "f.py").rename(tmp_path / "a" / "g.py")
+    assert tree_sha256(tmp_path) != first
+
+
+def _tasks(repo_root):
+    return {t.id: t for t in load_tasks(load_manifest(repo_root / "examples" / "smoke.yaml"))}
+
+
+def _extract(repo, dest):
+    with tarfile.open(repo.tar_path) as tf:
+        tf.extractall(dest, filter="tar")
+        owners = {(m.uid, m.gid) for m in tf.getmembers()}
+    return owners
+
+
+def _git(cwd, *args):
+    return subprocess.run(["git", "-c", "safe.directory=*", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_materialized_commit_is_deterministic_and_alone(repo_root, tmp_path, monkeypatch):
+    tasks = _tasks(repo_root)
+    a = materialize(tasks["textkit-slug-unicode"], tmp_path / "cache-a")
+    b = materialize(tasks["textkit-wrap-long-words"], tmp_path / "cache-b")  # same files, another cache
+    assert a.commit == b.commit and a.source == b.source
+    assert _extract(a, tmp_path / "w") == {(1000, 1000)}
+    work = tmp_path / "w"
+    assert _git(work, "log", "--all", "--format=%H").stdout.split() == [a.commit]
+    assert _git(work, "status", "--porcelain").stdout == ""
+    assert _git(work, "for-each-ref", "--format=%(refname)").stdout.split() == ["refs/heads/main"]
+    assert _git(work, "remote").stdout == "" and not (work / ".git" / "logs").exists()
+    assert not (work / ".git" / "hooks").exists()
+
+
+def test_future_history_never_enters(repo_root, tmp_path):
+    task = _tasks(repo_root)["ledger-negative-format"]
+    repo = materialize(task, tmp_path / "cache")
+    assert repo.source == f"git:{task.config.repo.commit}"
+    work = tmp_path / "w"
+    _extract(repo, work)
+    assert len(_git(work, "log", "--all", "--oneline").stdout.splitlines()) == 1
+    assert _git(work, "cat-file", "-e", FUTURE_FIX).returncode != 0
+    assert _git(work, "cat-file", "-e", task.config.repo.commit).returncode != 0  # a fresh commit, not the original
+    assert "abs(cents)" not in (work / "ledger" / "money.py").read_text()  # the task's tree, not the fix
+    assert b"future fix" not in b"".join(p.read_bytes() for p in (work / ".git").rglob("*") if p.is_file())
