@@ -43,6 +43,8 @@ class SandboxSpec:
     workdir: str = WORKSPACE
     home: str = "/home/agent"
     env: dict[str, str] = field(default_factory=dict)
+    workspace_seed: str | None = None
+    """A tar on the host whose content the workspace starts with (e.g. the history-free repository)."""
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,9 @@ class DockerSandbox(Sandbox):
         disk_path = load_settings().disks_dir / f"{s.name}.img"
         disk_path.parent.mkdir(parents=True, exist_ok=True)
         disk_path.with_suffix(".owner").write_text(owner_label())
-        self.disk = create_disk(disk_path, s.disk_limit_mb, uid, gid)
+        seed = Path(s.workspace_seed) if s.workspace_seed else None
+        self.disk = create_disk(disk_path, s.disk_limit_mb, uid, gid, seed_tar=seed,
+                                golden_dir=load_settings().state_dir / "golden")
         labels = {**self.labels(), f"{LABEL_PREFIX}.disk": str(disk_path)}
         with docker_errors(s.name):
             self.volume = self.client.volumes.create(

@@ -82,6 +82,10 @@ def collect_garbage(client: docker.DockerClient, settings: Settings, everything:
             result.disks.append(img.name)
         if everything or os.geteuid() == 0:
             result.disks += detach_orphans(settings.disks_dir)
+    if everything:
+        for golden in sorted((settings.state_dir / "golden").glob("*.img")):
+            golden.unlink(missing_ok=True)  # a cache: rebuilt on demand
+            result.disks.append(golden.name)
     if result.containers or result.volumes or result.disks:
         log.info("garbage collected", containers=len(result.containers), volumes=len(result.volumes),
                  disks=len(result.disks))

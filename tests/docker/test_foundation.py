@@ -43,13 +43,19 @@ def test_build_ca_is_not_baked_into_the_image(client, python_image):
     assert out.decode().strip() == "ok"
 
 
+@pytest.mark.parametrize("how", ["seeded", "copied"])
 @pytest.mark.parametrize("task_id", ["ledger-negative-format", "textkit-top-words"])
-def test_repository_enters_without_history(make_sandbox, repo_root, task_id, tmp_path):
+def test_repository_enters_without_history(make_sandbox, repo_root, task_id, how):
     task = {t.id: t for t in load_tasks(load_manifest(repo_root / "examples" / "smoke.yaml"))}[task_id]
     repo = materialize(task, load_settings().repos_dir)
-    sb = make_sandbox()
-    with open(repo.tar_path, "rb") as fh:
-        sb.copy_in(fh.read(), "/workspace")
+    if how == "seeded":
+        sb = make_sandbox(workspace_seed=str(repo.tar_path), disk_limit_mb=48)
+    else:
+        sb = make_sandbox()
+        with open(repo.tar_path, "rb") as fh:
+            sb.copy_in(fh.read(), "/workspace")
+    owners = sb.exec(["python3", "-c", "import os; print({os.stat(os.path.join(d, n)).st_uid for d, ds, fs in os.walk('.') for n in ds + fs})"])
+    assert owners.text().strip() == "{1000}"
     git = lambda *a: sb.exec(["git", *a])  # noqa: E731
     assert git("log", "--all", "--format=%H").text().split() == [repo.commit]
     assert git("rev-list", "--all", "--reflog").text().split() == [repo.commit]
@@ -58,6 +64,8 @@ def test_repository_enters_without_history(make_sandbox, repo_root, task_id, tmp
     assert git("status", "--porcelain").text() == ""
     assert git("cat-file", "-e", FUTURE_FIX).exit_code != 0
     assert sb.exec(["sh", "-c", "grep -r 'must not see' .git; ls .git/hooks 2>/dev/null | wc -l"]).text().strip() == "0"
+    fill = sb.exec(["dd", "if=/dev/zero", "of=/workspace/fill", "bs=1M", "count=100"], timeout=60)
+    assert b"No space left on device" in fill.stderr  # the seeded disk keeps its bound
 
 
 def test_only_pinned_image_ids_and_nothing_is_pulled(client):
