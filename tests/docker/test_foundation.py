@@ -184,3 +184,14 @@ def test_every_example_validates_and_locks(images, repo_root, tmp_path, name):
     assert _cli("validate", str(manifest), cwd=repo_root).returncode == 0
     assert _cli("lock", str(manifest), cwd=repo_root).returncode == 0
     assert _cli("lock", "--check", str(manifest), cwd=repo_root).returncode == 0
+
+
+def test_lock_with_an_unbuilt_image_is_one_clear_line(images, repo_root, tmp_path):
+    manifest = _copy_project(repo_root, tmp_path)
+    dockerfile = tmp_path / "images/python/Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "# a new recipe, never built\n")
+    res = _cli("lock", str(manifest), cwd=repo_root)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{manifest}: images.python: image 'python' for its current recipe")
+    assert lines[0].endswith("is not built: run `trialbox images build`")
