@@ -70,8 +70,8 @@ class ClaudeCandidate(_CandidateBase):
     """File holding the system prompt (relative to the manifest)."""
     system_prompt_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     """When given, the prompt file's sha256 must equal it."""
-    temperature: float = Field(default=0.0, ge=0.0, le=1.0)
-    """Sampling temperature."""
+    temperature: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Sampling temperature; sent only when set (the SDK has no parameter for it: it goes in the body)."""
     max_tokens: int = Field(default=4096, ge=1)
     """Output tokens per model call."""
     thinking: ThinkingConfig = ThinkingConfig()

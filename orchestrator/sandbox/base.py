@@ -43,6 +43,8 @@ class SandboxSpec:
     workdir: str = WORKSPACE
     home: str = "/home/agent"
     env: dict[str, str] = field(default_factory=dict)
+    mounts: tuple[tuple[str, str], ...] = ()
+    """Read-only bind mounts ``(host path, container path)``, e.g. the model proxy's socket folder."""
     workspace_seed: str | None = None
     """A tar on the host whose content the workspace starts with (e.g. the history-free repository)."""
 

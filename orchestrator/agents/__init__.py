@@ -1,0 +1,67 @@
+"""Agents, the tool contract, budgets, the model proxy and the scripted model server.
+
+``make_agent`` builds the agent a manifest candidate names, checking everything
+it needs *before* any container starts: the API key in the environment, the
+system prompt's sha256, the model's price in the versioned price table.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from ..errors import ConfigError
+from ..hashing import sha256_bytes
+from ..manifest import LoadedManifest
+from ..tasks import Task
+from .base import Agent, AgentContext, AgentResult, run_agent
+from .budget import AgentStop, Budget, BudgetLimits, StopReason
+from .builtin import NopAgent, OracleAgent, ScriptAgent, load_steps
+from .prices import load_prices
+from .toolbox import ToolBox
+
+__all__ = ["Agent", "AgentContext", "AgentResult", "AgentStop", "Budget", "BudgetLimits", "StopReason", "ToolBox",
+           "make_agent", "run_agent", "api_key_from"]
+
+
+def api_key_from(env: Mapping[str, str]) -> str:
+    key = env.get("ANTHROPIC_API_KEY", "").strip()
+    if not key:
+        raise ConfigError("ANTHROPIC_API_KEY is not set: the claude and command agents need it "
+                          "(for the offline demo, point ANTHROPIC_BASE_URL at `trialbox model-server`)")
+    return key
+
+
+def make_agent(candidate, task: Task, loaded: LoadedManifest, env: Mapping[str, str] | None = None) -> Agent:
+    """The agent for ``candidate`` on ``task``; ``ConfigError`` for anything missing, before any container."""
+    env = os.environ if env is None else env
+    kind = candidate.agent
+    if kind == "nop":
+        return NopAgent()
+    if kind == "oracle":
+        sol = task.grader.solution
+        return OracleAgent(task.grader_path(sol) if sol is not None else None)
+    if kind == "script":
+        return ScriptAgent(load_steps(loaded.resolve(candidate.script)))
+    if kind == "claude":
+        from .claude import DEFAULT_SYSTEM_PROMPT, ClaudeAgent, ClaudeSettings
+
+        prompt = DEFAULT_SYSTEM_PROMPT
+        if candidate.system_prompt is not None:
+            data = loaded.resolve(candidate.system_prompt).read_bytes()
+            if candidate.system_prompt_sha256 and sha256_bytes(data) != candidate.system_prompt_sha256:
+                raise ConfigError(f"{candidate.system_prompt}: sha256 {sha256_bytes(data)} differs from the "
+                                  f"manifest's system_prompt_sha256 {candidate.system_prompt_sha256}")
+            prompt = data.decode()
+        return ClaudeAgent(ClaudeSettings(
+            model=candidate.model_snapshot, system_prompt=prompt, temperature=candidate.temperature,
+            max_tokens=candidate.max_tokens,
+            thinking_budget=candidate.thinking.budget_tokens if candidate.thinking.enabled else None,
+            api_key=api_key_from(env), base_url=env.get("ANTHROPIC_BASE_URL") or None,
+            price=load_prices().price(candidate.model_snapshot)))
+    if kind == "command":
+        from .command import CommandAgent
+
+        return CommandAgent(candidate.command, candidate.model_snapshot, api_key_from(env),
+                            env.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com", load_prices())
+    raise ConfigError(f"unknown agent {kind!r}")

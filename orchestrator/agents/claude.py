@@ -1,0 +1,146 @@
+"""The built-in agent on the Anthropic Messages API: the only module that imports ``anthropic``.
+
+The loop fits on a screen: call the model with the tool contract, run each
+tool_use block through the toolbox, send the results back, until the model
+submits, stops calling tools, or a limit stops it. Model snapshot, sampling
+settings and the system prompt come from the manifest. Prompt caching marks
+the system prompt, the tools and the newest message. Retries on 429, 408,
+5xx and 529 (and on connection failures) back off exponentially (or as
+``retry-after`` says), within the deadline; every retry is an event.
+Usage and cost come from the response and the versioned price table. The API
+key is read from the environment by the factory and is never written to an
+event, a log or a container.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+
+from ..events import now_iso
+from .base import Agent, AgentContext
+from .budget import AgentStop, StopReason
+from .prices import Price
+from .toolbox import TOOL_SPECS, clip
+
+MAX_ATTEMPTS = 6
+RETRYABLE = {408, 409, 429, 500, 502, 503, 504, 529}
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a software engineer working in the repository at /workspace. Use the tools to inspect and "
+    "change it, run its tests, and call submit with a one-line summary when the task is done. If the task "
+    "cannot or should not be done as asked, call submit with abstain set to true and say why.")
+
+
+@dataclass(frozen=True)
+class ClaudeSettings:
+    model: str
+    system_prompt: str
+    temperature: float | None
+    max_tokens: int
+    thinking_budget: int | None
+    api_key: str
+    base_url: str | None
+    price: Price
+
+
+def _block(block: Any) -> dict[str, Any]:
+    return block.model_dump(exclude_none=True, mode="json")
+
+
+class ClaudeAgent(Agent):
+    name = "claude"
+
+    def __init__(self, settings: ClaudeSettings) -> None:
+        self.s = settings
+        self.client = anthropic.Anthropic(api_key=settings.api_key, base_url=settings.base_url, max_retries=0)
+
+    def run(self, ctx: AgentContext) -> None:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": ctx.instruction}]}]
+        while True:
+            response = self._call(messages, ctx)
+            messages.append({"role": "assistant", "content": [_block(b) for b in response.content]})
+            uses = [b for b in response.content if b.type == "tool_use"]
+            if not uses:
+                return
+            results = []
+            for use in uses:
+                result = ctx.toolbox.call(use.name, use.input)
+                results.append({"type": "tool_result", "tool_use_id": use.id, "content": result.output,
+                                "is_error": result.is_error})
+                if ctx.toolbox.submission is not None:
+                    return
+            messages.append({"role": "user", "content": results})
+
+    # ------------------------------------------------------------------ one model call
+    def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        tools = [dict(t) for t in TOOL_SPECS]
+        tools[-1]["cache_control"] = {"type": "ephemeral"}
+        marked = [dict(m) for m in messages]
+        last = dict(marked[-1]["content"][-1])
+        last["cache_control"] = {"type": "ephemeral"}
+        marked[-1]["content"] = [*marked[-1]["content"][:-1], last]
+        request: dict[str, Any] = {
+            "model": self.s.model, "max_tokens": self.s.max_tokens, "messages": marked, "tools": tools,
+            "system": [{"type": "text", "text": self.s.system_prompt, "cache_control": {"type": "ephemeral"}}]}
+        if self.s.thinking_budget:
+            request["thinking"] = {"type": "enabled", "budget_tokens": self.s.thinking_budget}
+        elif self.s.temperature is not None:
+            request["extra_body"] = {"temperature": self.s.temperature}
+        return request
+
+    def _call(self, messages: list[dict[str, Any]], ctx: AgentContext):
+        request = self._request(messages)
+        retries = 0
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            ctx.budget.check_model_budget()
+            started, t0 = now_iso(), time.monotonic()
+            try:
+                raw = self.client.messages.with_raw_response.create(**request, timeout=max(1.0, ctx.budget.remaining()))
+                response = raw.parse()
+            except anthropic.APIStatusError as exc:
+                status, retry_after = exc.status_code, exc.response.headers.get("retry-after")
+                request_id = exc.response.headers.get("request-id")
+                if status not in RETRYABLE:
+                    raise AgentStop(StopReason.MODEL_ERROR, f"HTTP {status}: {clip(str(exc.message), 300)}") from exc
+            except anthropic.APIConnectionError as exc:
+                ctx.budget.check_deadline()
+                status, retry_after, request_id = "connection", None, None
+                if ctx.budget.remaining() <= 1.0:
+                    raise AgentStop(StopReason.DEADLINE, "the model did not answer before the deadline") from exc
+            else:
+                self._record(raw, response, request, started, t0, retries, ctx)
+                return response
+            wait = float(retry_after) if retry_after else min(30.0, 0.5 * 2 ** (attempt - 1)) * (0.5 + random.random())
+            if attempt == MAX_ATTEMPTS:
+                break
+            if wait >= ctx.budget.remaining():
+                raise AgentStop(StopReason.DEADLINE, f"retrying the model after HTTP {status} would pass the deadline")
+            ctx.events.append("model_retry", status=status, attempt=attempt, wait_s=round(wait, 3), request_id=request_id)
+            retries += 1
+            time.sleep(wait)
+        raise AgentStop(StopReason.MODEL_ERROR, f"the model failed {MAX_ATTEMPTS} times (last: {status})")
+
+    def _record(self, raw: Any, response: Any, request: dict[str, Any], started: str, t0: float,
+                retries: int, ctx: AgentContext) -> None:
+        u = response.usage
+        cache_read = u.cache_read_input_tokens or 0
+        cache_write = u.cache_creation_input_tokens or 0
+        cost = self.s.price.cost(u.input_tokens, u.output_tokens, cache_read, cache_write)
+        ctx.budget.charge_model(u.input_tokens, u.output_tokens, cache_read, cache_write, cost)
+        content = [_block(b) for b in response.content]
+        for b in content:
+            if b.get("type") == "text":
+                b["text"] = clip(b["text"], 4000)
+            elif b.get("type") == "thinking":
+                b["thinking"] = clip(b.get("thinking", ""), 4000)
+        ctx.events.append(
+            "model_call", model_requested=request["model"], model_served=response.model,
+            request_id=raw.headers.get("request-id"), input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+            cache_read_tokens=cache_read, cache_write_tokens=cache_write, latency_s=round(time.monotonic() - t0, 6),
+            stop_reason=response.stop_reason, retries=retries, cost_usd=round(cost, 8), content=content,
+            started_at=started, ended_at=now_iso())
+        ctx.budget.check_after_model()

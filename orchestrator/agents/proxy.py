@@ -1,0 +1,223 @@
+"""The recording model proxy: an Anthropic-Messages-compatible reverse proxy on a Unix socket.
+
+A command-line agent inside the sandbox has no network interface but
+loopback; its only way out is this proxy's socket, mounted into the
+container (``/run/trialbox/model.sock``, with ``forwarder.py`` beside it for
+agents that want an HTTP URL). The container gets a per-trial token, never
+the real key: the proxy checks the token, swaps in the real key on the
+upstream side (httpx), and relays the answer (streamed or not). For every
+request it records, on the host, a ``model_call`` event with usage and cost
+(source ``harness``: observed by trialbox) and one ``model_tool_use`` event
+per tool_use block of the answer (source ``model_reported``: what the model
+says it called, not what ran). It enforces the trial's token, cost and
+tool-call budgets by refusing further requests (HTTP 403,
+``trialbox_budget_exhausted``) and remembers which budget ended the trial.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socketserver
+import threading
+import time
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ..events import EventLog, now_iso
+from .budget import AgentStop, Budget, StopReason
+from .prices import PriceTable
+
+SOCKET_NAME = "model.sock"
+FORWARDER = Path(__file__).with_name("incontainer") / "forwarder.py"
+PASS_HEADERS = ("content-type", "anthropic-version", "anthropic-beta", "accept")
+
+
+class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+def parse_sse(data: bytes) -> dict[str, Any] | None:
+    """Rebuild the final message from a Messages API event stream (None if it is not one)."""
+    message: dict[str, Any] | None = None
+    blocks: dict[int, dict[str, Any]] = {}
+    partial: dict[int, str] = {}
+    for chunk in data.decode("utf-8", errors="replace").split("\n\n"):
+        line = next((ln[5:].strip() for ln in chunk.splitlines() if ln.startswith("data:")), None)
+        if not line:
+            continue
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        kind = ev.get("type")
+        if kind == "message_start":
+            message = ev["message"]
+        elif kind == "content_block_start":
+            blocks[ev["index"]] = dict(ev["content_block"])
+        elif kind == "content_block_delta":
+            d = ev["delta"]
+            if d.get("type") == "text_delta":
+                blocks[ev["index"]]["text"] = blocks[ev["index"]].get("text", "") + d.get("text", "")
+            elif d.get("type") == "input_json_delta":
+                partial[ev["index"]] = partial.get(ev["index"], "") + d.get("partial_json", "")
+        elif kind == "message_delta" and message is not None:
+            message.update({k: v for k, v in ev.get("delta", {}).items() if v is not None})
+            message.setdefault("usage", {}).update(ev.get("usage", {}))
+    if message is None:
+        return None
+    for i, text in partial.items():
+        try:
+            blocks[i]["input"] = json.loads(text) if text else {}
+        except ValueError:
+            blocks[i]["input"] = {"_unparsed": text}
+    message["content"] = [blocks[i] for i in sorted(blocks)]
+    return message
+
+
+class ModelProxy:
+    """One trial's proxy: ``start()`` before the sandbox is created, ``attach()`` when the agent runs."""
+
+    def __init__(self, folder: Path, upstream: str, real_key: str, model: str | None, prices: PriceTable) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.folder, 0o755)
+        shutil.copyfile(FORWARDER, self.folder / FORWARDER.name)
+        os.chmod(self.folder / FORWARDER.name, 0o755)
+        self.socket_path = self.folder / SOCKET_NAME
+        self.upstream = upstream.rstrip("/")
+        self.real_key = real_key
+        self.model = model
+        self.prices = prices
+        self.token = "tbx-" + secrets.token_hex(16)
+        self.events: EventLog | None = None
+        self.budget: Budget | None = None
+        self.stop_reason: AgentStop | None = None
+        self.model_tool_uses = 0
+        self._lock = threading.Lock()
+        self._http = httpx.Client(timeout=httpx.Timeout(600.0, connect=30.0))
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"  # one request per connection; streams end with the connection
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                proxy._handle(self)
+
+        self.socket_path.unlink(missing_ok=True)
+        self.server = _UnixHTTPServer(str(self.socket_path), Handler)
+        os.chmod(self.socket_path, 0o666)
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "ModelProxy":
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True, name="model-proxy")
+        self._thread.start()
+        return self
+
+    def attach(self, events: EventLog, budget: Budget) -> None:
+        self.events, self.budget = events, budget
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._http.close()
+        self.socket_path.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ handling
+    def _reply(self, h: BaseHTTPRequestHandler, status: int, kind: str, message: str) -> None:
+        data = json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+        h.send_response(status)
+        h.send_header("content-type", "application/json")
+        h.send_header("content-length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
+
+    def _admit(self, h: BaseHTTPRequestHandler) -> bool:
+        presented = h.headers.get("x-api-key") or (h.headers.get("authorization") or "").removeprefix("Bearer ").strip()
+        if not secrets.compare_digest(presented, self.token):
+            self._reply(h, 401, "authentication_error", "trialbox proxy: unknown token")
+            return False
+        if self.events is None or self.budget is None:
+            self._reply(h, 503, "api_error", "trialbox proxy: the trial has not started")
+            return False
+        try:
+            if self.stop_reason is not None:
+                raise self.stop_reason
+            self.budget.check_model_budget()
+            if self.model_tool_uses >= self.budget.limits.max_tool_calls:
+                raise AgentStop(StopReason.MAX_TOOL_CALLS, f"{self.model_tool_uses} tool calls reported by the model")
+        except AgentStop as stop:
+            self.stop_reason = self.stop_reason or stop
+            self.events.append("model_refused", reason=stop.reason.value, detail=stop.detail)
+            self._reply(h, 403, "trialbox_budget_exhausted", f"trialbox: {stop.reason.value}: {stop.detail}")
+            return False
+        return True
+
+    def _handle(self, h: BaseHTTPRequestHandler) -> None:
+        body = h.rfile.read(int(h.headers.get("content-length") or 0))
+        if not self._admit(h):
+            return
+        started, t0 = now_iso(), time.monotonic()
+        headers = {k: h.headers[k] for k in PASS_HEADERS if h.headers.get(k)}
+        headers["x-api-key"] = self.real_key
+        try:
+            with self._http.stream("POST", self.upstream + h.path, content=body, headers=headers) as up:
+                h.send_response(up.status_code)
+                for k in ("content-type", "request-id", "retry-after"):
+                    if k in up.headers:
+                        h.send_header(k, up.headers[k])
+                h.end_headers()
+                received = bytearray()
+                for chunk in up.iter_raw():
+                    received += chunk
+                    h.wfile.write(chunk)
+                    h.wfile.flush()
+                status, request_id = up.status_code, up.headers.get("request-id")
+        except httpx.HTTPError as exc:
+            self._reply(h, 502, "api_error", f"trialbox proxy: upstream failed: {type(exc).__name__}")
+            status, request_id, received = 502, None, bytearray()
+        self._record(body, bytes(received), status, request_id, started, t0)
+
+    def _record(self, body: bytes, received: bytes, status: int, request_id: str | None, started: str, t0: float) -> None:
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            request = {}
+        if status != 200:
+            self.events.append("model_retry", status=status, attempt=None, wait_s=None, request_id=request_id)
+            return
+        try:
+            message = json.loads(received)
+        except ValueError:
+            message = parse_sse(received) or {}
+        usage = message.get("usage") or {}
+        tin, tout = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+        cread, cwrite = int(usage.get("cache_read_input_tokens") or 0), int(usage.get("cache_creation_input_tokens") or 0)
+        served = message.get("model") or request.get("model", "")
+        price_model = served if served in self.prices.models else (self.model or request.get("model", ""))
+        cost = self.prices.price(price_model).cost(tin, tout, cread, cwrite) if price_model in self.prices.models else 0.0
+        with self._lock:
+            self.budget.charge_model(tin, tout, cread, cwrite, cost)
+            self.events.append(
+                "model_call", model_requested=request.get("model"), model_served=served, request_id=request_id,
+                input_tokens=tin, output_tokens=tout, cache_read_tokens=cread, cache_write_tokens=cwrite,
+                latency_s=round(time.monotonic() - t0, 6), stop_reason=message.get("stop_reason"), retries=0,
+                cost_usd=round(cost, 8), priced=price_model in self.prices.models, streamed=bool(request.get("stream")),
+                started_at=started, ended_at=now_iso())
+            for block in message.get("content") or []:
+                if block.get("type") == "tool_use":
+                    self.model_tool_uses += 1
+                    self.events.append("model_tool_use", source="model_reported", tool=block.get("name"),
+                                       arguments=block.get("input"), tool_use_id=block.get("id"))
+            try:
+                self.budget.check_after_model()
+            except AgentStop as stop:
+                self.stop_reason = self.stop_reason or stop

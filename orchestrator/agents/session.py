@@ -1,0 +1,62 @@
+"""One agent working on one task in one fresh sandbox: the piece a trial builds on.
+
+``agent_session`` prepares what the agent needs before its sandbox exists (the
+model proxy's socket for ``command``), starts the sandbox with the task's
+history-free repository in its workspace, runs the agent to a typed stop, and
+yields the result with the sandbox still there (stopped, filesystem kept) for
+whoever grades it. The event log is closed and the sandbox removed on exit,
+whatever happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+
+from ..events import EventLog
+from ..repos import materialize
+from ..sandbox.base import SandboxSpec
+from ..sandbox.docker import DockerSandbox
+from ..settings import load_settings
+from ..tasks import Task
+from .base import Agent, AgentContext, AgentResult, run_agent
+from .budget import Budget, BudgetLimits
+from .toolbox import ToolBox
+
+
+@dataclasses.dataclass
+class Session:
+    result: AgentResult
+    sandbox: DockerSandbox
+    events: EventLog
+    anchor: str = ""
+
+
+@contextlib.contextmanager
+def agent_session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.DockerClient, events_path: Path,
+                  limits: BudgetLimits, trial_id: str) -> Iterator[Session]:
+    """Run ``agent`` on ``task`` in a fresh sandbox; yields the session after the agent stopped."""
+    mounts = agent.prepare() if hasattr(agent, "prepare") else []
+    repo = materialize(task, load_settings().repos_dir)
+    spec = dataclasses.replace(spec, mounts=tuple(spec.mounts) + tuple(mounts), workspace_seed=str(repo.tar_path))
+    sandbox = DockerSandbox(spec, client)
+    events = EventLog(events_path, trial_id)
+    try:
+        sandbox.start()
+        budget = Budget(limits)  # the clock starts once the sandbox is ready
+        toolbox = ToolBox(sandbox, events, budget, ask_user_reply=task.config.ask_user_reply)
+        instruction = (task.folder / task.config.instruction).read_text()
+        result = run_agent(agent, AgentContext(instruction, toolbox, budget, events, task.config.constraints.max_steps))
+        sandbox.stop()
+        session = Session(result, sandbox, events)
+        session.anchor = events.close()
+        yield session
+    finally:
+        events.close()
+        sandbox.remove()
+        if hasattr(agent, "close"):
+            agent.close()

@@ -1,0 +1,156 @@
+"""The host-side event log: append-only JSONL, hash-chained.
+
+One line per event, written by the harness on the host where the agent cannot
+reach. Every event carries ``seq`` (0, 1, 2, …), ``prev_hash`` (the ``hash`` of
+the line before; 64 zeros for the first) and ``hash`` = sha256 of the event's
+canonical JSON (sorted keys, no spaces) without its own ``hash``. An edited
+line breaks its own hash; a removed or inserted line breaks ``seq`` and the
+chain. The last line is a ``log_closed`` event with the count, so a truncated
+tail is detected too; callers keep its hash (``EventLog.head``) as an anchor.
+
+Event schema (fields beyond ``seq``, ``prev_hash``, ``hash``, ``kind``, ``source``):
+
+=================  ===========================================================
+kind               fields
+=================  ===========================================================
+``log_opened``     ``trial_id``, ``schema_version``
+``tool``           ``tool``, ``arguments``, ``output`` (truncated),
+                   ``output_size`` (bytes, full), ``exit_code`` (bash, else
+                   null), ``error`` (bool), ``error_kind``, ``timed_out``,
+                   ``started_at``, ``ended_at`` (host wall clock, ISO-8601),
+                   ``duration_s`` (host monotonic clock)
+``model_call``     ``model_requested``, ``model_served``, ``request_id``,
+                   ``input_tokens``, ``output_tokens``,
+                   ``cache_read_tokens``, ``cache_write_tokens``,
+                   ``latency_s``, ``stop_reason``, ``retries``, ``cost_usd``,
+                   ``content`` (the response's blocks, text truncated),
+                   ``started_at``, ``ended_at``
+``model_retry``    ``status`` (HTTP status or ``connection``), ``attempt``,
+                   ``wait_s``, ``request_id``
+``model_refused``  ``reason`` (the budget the proxy enforced)
+``model_tool_use`` ``tool``, ``arguments``, ``tool_use_id``: what a model
+                   *reported* it called (``source: model_reported``), from
+                   the proxy; never confused with harness-observed ``tool``
+``stop``           ``reason`` (a ``StopReason``), ``detail``
+``log_closed``     ``count`` (events before this one)
+=================  ===========================================================
+
+``source`` is ``harness`` for what trialbox observed itself and
+``model_reported`` for what a model's response claimed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+GENESIS = "0" * 64
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def _canonical(event: dict[str, Any]) -> bytes:
+    return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode()
+
+
+def event_hash(event: dict[str, Any]) -> str:
+    return hashlib.sha256(_canonical({k: v for k, v in event.items() if k != "hash"})).hexdigest()
+
+
+class EventLog:
+    """Appends hash-chained events to a JSONL file; thread-safe; flushed per event."""
+
+    def __init__(self, path: Path, trial_id: str) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "x", encoding="utf-8")  # never overwrite a log
+        self._lock = threading.Lock()
+        self.seq = 0
+        self.head = GENESIS
+        self.closed = False
+        self.append("log_opened", trial_id=trial_id, schema_version=SCHEMA_VERSION)
+
+    def append(self, kind: str, source: str = "harness", **fields: Any) -> dict[str, Any]:
+        """Write one event and return it (with its hash)."""
+        with self._lock:
+            if self.closed:
+                raise ValueError("event log is closed")
+            event = {"seq": self.seq, "kind": kind, "source": source, **fields, "prev_hash": self.head}
+            event["hash"] = event_hash(event)
+            self._fh.write(_canonical(event).decode() + "\n")
+            self._fh.flush()
+            self.seq += 1
+            self.head = event["hash"]
+            return event
+
+    def close(self) -> str:
+        """Write ``log_closed``, fsync, close; returns the final hash (keep it as the anchor)."""
+        if self.closed:
+            return self.head
+        self.append("log_closed", count=self.seq)
+        with self._lock:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+            self.closed = True
+        return self.head
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """What verification found: ``problems`` is empty when the log is intact."""
+
+    count: int
+    head: str
+    closed: bool
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify_events(path: Path, expected_head: str | None = None) -> VerifyResult:
+    """Check every line's hash, the sequence and the chain; optionally the final hash."""
+    problems: list[str] = []
+    prev, count, closed = GENESIS, 0, False
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            try:
+                event = json.loads(line)
+            except ValueError:
+                problems.append(f"line {lineno}: not JSON")
+                continue
+            if event.get("hash") != event_hash(event):
+                problems.append(f"line {lineno}: content does not match its hash (edited)")
+            if event.get("seq") != count:
+                problems.append(f"line {lineno}: seq {event.get('seq')} where {count} was expected (line removed or inserted)")
+            if event.get("prev_hash") != prev:
+                problems.append(f"line {lineno}: prev_hash does not match the line before (chain broken)")
+            if closed:
+                problems.append(f"line {lineno}: event after log_closed")
+            if event.get("kind") == "log_closed":
+                closed = True
+                if event.get("count") != count:
+                    problems.append(f"line {lineno}: log_closed counts {event.get('count')} events, {count} precede it")
+            prev = event.get("hash", "")
+            count += 1
+    if not closed:
+        problems.append("no log_closed event: the log was truncated or never closed")
+    if expected_head is not None and prev != expected_head:
+        problems.append(f"final hash {prev} differs from the recorded anchor {expected_head}")
+    return VerifyResult(count, prev, closed, problems)
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
