@@ -89,6 +89,39 @@ def cmd_gc(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify_events(args: argparse.Namespace) -> int:
+    from .events import verify_events
+
+    try:
+        result = verify_events(Path(args.file), expected_head=args.head)
+    except OSError as exc:
+        print(f"error: {args.file}: {exc.strerror}", file=sys.stderr)
+        return 1
+    for p in result.problems:
+        print(f"{args.file}: {p}", file=sys.stderr)
+    if not result.ok:
+        return 1
+    print(f"{args.file}: intact ({result.count} events, final hash {result.head})")
+    return 0
+
+
+def cmd_model_server(args: argparse.Namespace) -> int:
+    import time
+
+    from .agents.scripted_server import ScriptedModelServer
+
+    server = ScriptedModelServer(args.host, args.port)
+    for script in args.script:
+        server.load(Path(script))
+    server.start()
+    print(f"scripted model server on {server.url} (keys: {', '.join(server.scripts) or 'none'})", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    finally:
+        server.stop()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trialbox", description="Evaluate coding agents without fooling yourself.")
     parser.add_argument("--version", action="version", version=f"trialbox {__version__}")
@@ -110,6 +143,17 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("names", nargs="*")
     b.add_argument("--images", default="images", help="folder of recipes (default: images)")
     b.set_defaults(func=cmd_images_build)
+
+    p = sub.add_parser("verify-events", help="check a trial's event log: edited, removed or inserted lines")
+    p.add_argument("file")
+    p.add_argument("--head", help="the final hash recorded with the trial (detects a cut tail)")
+    p.set_defaults(func=cmd_verify_events)
+
+    p = sub.add_parser("model-server", help="serve scripted Messages API answers over HTTP (tests, offline demo)")
+    p.add_argument("--script", action="append", default=[], help="YAML file of scripts (repeatable)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765)
+    p.set_defaults(func=cmd_model_server)
 
     p = sub.add_parser("gc", help="remove leftovers of crashed runs (only what carries trialbox labels)")
     p.add_argument("--all", action="store_true", help="remove every trialbox-labelled resource, live owners too")

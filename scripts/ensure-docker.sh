@@ -5,7 +5,9 @@
 # - Root on Debian: install docker.io, runsc (gVisor) and mmdebstrap when
 #   missing; register runsc as an engine runtime in /etc/docker/daemon.json
 #   (with its own network disabled: gVisor cannot set one up in the root
-#   network namespace here, and trialbox gives sandboxes no network anyway);
+#   network namespace here, and trialbox gives sandboxes no network anyway;
+#   and allowed to open host Unix sockets bind-mounted into a sandbox, the
+#   only way out of a model-api-only sandbox is the model proxy's socket);
 #   reload a running dockerd whose configuration changed; otherwise start
 #   dockerd in the background and wait until it answers.
 # - A pid file left by a dockerd (or its containerd) that was killed, for
@@ -54,7 +56,7 @@ if os.path.exists(path):
 before = json.dumps(conf, sort_keys=True)
 runsc = shutil.which("runsc")
 if runsc:
-    conf.setdefault("runtimes", {})["runsc"] = {"path": runsc, "runtimeArgs": ["--network=none"]}
+    conf.setdefault("runtimes", {})["runsc"] = {"path": runsc, "runtimeArgs": ["--network=none", "--host-uds=open"]}
 if json.dumps(conf, sort_keys=True) != before:
     with open(path + ".tmp", "w") as fh:
         json.dump(conf, fh, indent=2)
