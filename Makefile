@@ -33,6 +33,7 @@ test-docker:
 bench:
 	$(BIN)/python benchmarks/sandbox_lifecycle.py
 	$(BIN)/python benchmarks/repo_ready.py
+	$(BIN)/python benchmarks/recorded_exec.py
 
 gc:
 	$(BIN)/trialbox gc

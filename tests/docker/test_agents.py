@@ -1,0 +1,229 @@
+"""Agents driving real sandboxes through the recorded tool contract, within deadline and budget."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from orchestrator.agents import BudgetLimits, StopReason, make_agent
+from orchestrator.agents.scripted_server import ScriptedModelServer
+from orchestrator.agents.session import agent_session
+from orchestrator.events import read_events, verify_events
+from orchestrator.manifest import ClaudeCandidate, CommandCandidate, NopCandidate, OracleCandidate, ScriptCandidate, load_manifest
+from orchestrator.sandbox.base import SandboxSpec
+from orchestrator.tasks import load_tasks
+
+from .conftest import unique_name
+from .test_sandbox_conformance import PROBE, Listener
+
+OLD = '    return f"{cents // 100}.{cents % 100:02d}"'
+NEW = '    sign = "-" if cents < 0 else ""\n    return f"{sign}{abs(cents) // 100}.{abs(cents) % 100:02d}"'
+REAL_KEY = "sk-ant-real-key-never-leaves-the-host-0123456789"
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ScriptedModelServer() as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def project(repo_root):
+    loaded = load_manifest(repo_root / "examples" / "compare-prompts.yaml")
+    return loaded, {t.id: t for t in load_tasks(loaded)}
+
+
+def run(agent, task, client, image, tmp_path, limits=BudgetLimits(deadline_seconds=60), **spec):
+    sandbox_spec = SandboxSpec(image_id=image, name=unique_name("tbagent"), disk_limit_mb=64,
+                               memory_limit_mb=512, memory_reservation_mb=128, **spec)
+    path = tmp_path / f"events-{time.monotonic_ns()}.jsonl"
+    with agent_session(agent, task, sandbox_spec, client, path, limits, "trial-x") as session:
+        files = {p: session.sandbox.read_file(f"/workspace/{p}").decode()
+                 for p in ("ledger/money.py", "textkit/slug.py") if _exists(session.sandbox, p)}
+        assert verify_events(path, expected_head=session.anchor).ok
+        return session.result, read_events(path), files
+
+
+def _exists(sandbox, rel):
+    try:
+        sandbox.read_file(f"/workspace/{rel}")
+        return True
+    except Exception:
+        return False
+
+
+def claude(project, task_id, server, key, script, **kw):
+    loaded, tasks = project
+    server.add_script(key, script)
+    cand = ClaudeCandidate(name="c", agent="claude", model_snapshot="scripted-model-1", **kw)
+    return make_agent(cand, tasks[task_id], loaded, env={"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": server.url}), tasks[task_id]
+
+
+def test_claude_makes_the_expected_change(project, server, client, python_image, tmp_path):
+    agent, task = claude(project, "ledger-negative-format", server, "k-change", [
+        {"content": [{"type": "text", "text": "Reading."}, {"type": "tool_use", "name": "read_file", "input": {"path": "ledger/money.py"}}],
+         "usage": {"input_tokens": 900, "output_tokens": 40, "cache_creation_input_tokens": 800}},
+        {"content": [{"type": "tool_use", "name": "edit_file", "input": {"path": "ledger/money.py", "old": OLD, "new": NEW}}],
+         "usage": {"input_tokens": 100, "output_tokens": 80, "cache_read_input_tokens": 800}},
+        {"content": [{"type": "tool_use", "name": "bash", "input": {"command": "python3 -c 'import ledger; print(ledger.format_cents(-105))'"}}],
+         "usage": {"input_tokens": 120, "output_tokens": 30, "cache_read_input_tokens": 900}},
+        {"content": [{"type": "tool_use", "name": "submit", "input": {"summary": "negative amounts format correctly"}}],
+         "usage": {"input_tokens": 50, "output_tokens": 20, "cache_read_input_tokens": 1000}},
+    ])
+    result, events, files = run(agent, task, client, python_image, tmp_path)
+    assert result.stop_reason is StopReason.SUBMITTED and result.summary == "negative amounts format correctly"
+    assert NEW in files["ledger/money.py"] and OLD not in files["ledger/money.py"]
+    tools = [e for e in events if e["kind"] == "tool"]
+    assert [e["tool"] for e in tools] == ["read_file", "edit_file", "bash", "submit"]
+    assert tools[2]["output"].startswith("-1.05\n") and tools[2]["exit_code"] == 0
+    assert all(e["started_at"] <= e["ended_at"] for e in tools)
+    calls = [e for e in events if e["kind"] == "model_call"]
+    assert len(calls) == 4 and result.model_calls == 4 and result.tool_calls == 4
+    assert sum(c["cache_read_tokens"] for c in calls) == 2700 and sum(c["cache_write_tokens"] for c in calls) == 800
+    assert result.cost_usd == pytest.approx(sum(c["cost_usd"] for c in calls))
+    assert result.cost_usd == pytest.approx((1170 * 3 + 170 * 15 + 2700 * 0.3 + 800 * 3.75) / 1e6)
+    assert events[-2]["kind"] == "stop" and events[-2]["reason"] == "submitted"
+
+
+def _bash(cmd, timeout=None):
+    args = {"command": cmd} if timeout is None else {"command": cmd, "timeout": timeout}
+    return {"content": [{"type": "tool_use", "name": "bash", "input": args}]}
+
+
+@pytest.mark.parametrize("limit, script, reason", [
+    ({"max_tool_calls": 3}, [_bash("echo 1"), _bash("echo 2"), _bash("echo 3"), _bash("echo 4"), _bash("echo 5")],
+     StopReason.MAX_TOOL_CALLS),
+    ({"max_total_tokens": 1000}, [dict(_bash("echo a"), usage={"input_tokens": 600, "output_tokens": 10}),
+                                  dict(_bash("echo b"), usage={"input_tokens": 600, "output_tokens": 10}),
+                                  _bash("echo c")], StopReason.MAX_TOTAL_TOKENS),
+    ({"max_cost_usd": 0.01}, [dict(_bash("echo a"), usage={"input_tokens": 2000, "output_tokens": 500}),
+                              _bash("echo b")], StopReason.MAX_COST_USD),
+])
+def test_each_budget_stops_with_its_own_reason(project, server, client, python_image, tmp_path, limit, script, reason):
+    agent, task = claude(project, "textkit-slug-unicode", server, f"k-budget-{reason.value}", script)
+    result, events, _ = run(agent, task, client, python_image, tmp_path, BudgetLimits(deadline_seconds=60, **limit))
+    assert result.stop_reason is reason
+    if reason is StopReason.MAX_TOOL_CALLS:
+        assert [e["arguments"]["command"] for e in events if e["kind"] == "tool"] == ["echo 1", "echo 2", "echo 3"]
+    if reason is StopReason.MAX_TOTAL_TOKENS:
+        assert result.input_tokens + result.output_tokens == 1220
+    stop = next(e for e in events if e["kind"] == "stop")
+    assert stop["reason"] == reason.value
+
+
+def test_deadline_holds_while_a_command_sleeps_forever(project, server, client, python_image, tmp_path):
+    agent, task = claude(project, "textkit-slug-unicode", server, "k-deadline", [
+        {"content": [{"type": "tool_use", "name": "write_file", "input": {"path": "notes.txt", "content": "kept\n"}}]},
+        _bash("sleep 99999", timeout=1000),
+        {"content": [{"type": "tool_use", "name": "submit", "input": {"summary": "never reached"}}]},
+    ])
+    t0 = time.monotonic()
+    sandbox_spec = SandboxSpec(image_id=python_image, name=unique_name("tbdeadline"), disk_limit_mb=64)
+    path = tmp_path / "events.jsonl"
+    with agent_session(agent, task, sandbox_spec, client, path, BudgetLimits(deadline_seconds=4), "t") as session:
+        elapsed = time.monotonic() - t0
+        assert session.result.stop_reason is StopReason.DEADLINE
+        assert session.sandbox.read_file("/workspace/notes.txt") == b"kept\n"  # the filesystem is kept for grading
+    assert elapsed < 15
+    sleep_call = [e for e in read_events(path) if e["kind"] == "tool" and e["tool"] == "bash"][0]
+    assert sleep_call["timed_out"] and sleep_call["error_kind"] == "deadline"
+
+
+def test_builtin_agents(project, client, python_image, tmp_path, repo_root):
+    loaded, tasks = project
+    task = tasks["textkit-slug-unicode"]
+    nop, events, files = run(make_agent(NopCandidate(name="n", agent="nop"), task, loaded), task, client, python_image, tmp_path)
+    assert nop.stop_reason is StopReason.SUBMITTED and not nop.abstained and "unicodedata" not in files["textkit/slug.py"]
+    oracle, events, files = run(make_agent(OracleCandidate(name="o", agent="oracle"), task, loaded), task, client,
+                                python_image, tmp_path)
+    assert oracle.stop_reason is StopReason.SUBMITTED and "unicodedata" in files["textkit/slug.py"]
+    assert [e["tool"] for e in events if e["kind"] == "tool"] == ["read_file", "write_file", "submit"]
+    demo = load_manifest(repo_root / "examples" / "script-demo.yaml")
+    script = make_agent(ScriptCandidate(name="s", agent="script", script=demo.resolve(demo.manifest.candidates[0].script)),
+                        task, demo)
+    scripted, events, files = run(script, task, client, python_image, tmp_path)
+    assert scripted.stop_reason is StopReason.SUBMITTED and "unicodedata" in files["textkit/slug.py"]
+    assert [e["tool"] for e in events if e["kind"] == "tool"] == ["bash", "edit_file", "edit_file", "bash", "submit"]
+    last_bash = [e for e in events if e["kind"] == "tool" and e["tool"] == "bash"][-1]
+    assert last_bash["exit_code"] == 0
+
+
+def test_broken_sandbox_ends_the_agent_with_its_own_reason(project, server, client, python_image, tmp_path):
+    agent, task = claude(project, "textkit-slug-unicode", server, "k-break", [
+        _bash("kill -9 1; rm -rf /bin 2>&1 | tail -1; echo survived"),  # structurally harmless here
+        _bash("kill -9 -1"),  # kills every process it can signal, so init's child and the sandbox go
+        _bash("echo after"),
+        {"content": [{"type": "tool_use", "name": "submit", "input": {"summary": "x"}}]},
+    ])
+    result, events, _ = run(agent, task, client, python_image, tmp_path)
+    assert result.stop_reason is StopReason.SANDBOX_BROKEN
+    tools = [e for e in events if e["kind"] == "tool"]
+    assert "survived" in tools[0]["output"] and "Read-only file system" in tools[0]["output"]
+    broken = tools[-1]
+    assert broken["error_kind"].startswith("sandbox_broken") and broken["output"] == ""
+    later = server.requests["k-break"]
+    assert all("sandbox" not in str(m["content"]).lower() for r in later for m in r["messages"][1:])
+
+
+def test_command_agent_behind_the_proxy(project, server, client, python_image, tmp_path):
+    loaded, tasks = project
+    task = tasks["ledger-negative-format"]
+    listener = Listener()
+    try:
+        control = make_control(client, python_image)
+        gateway = control.container.attrs["NetworkSettings"]["Networks"]["bridge"]["Gateway"]
+        reached = control.exec(["python3", "-c", PROBE, gateway, str(listener.port)], timeout=20)
+        assert reached.text().strip() == "pong"  # positive control: where a route exists the probe gets through
+        control.remove()
+        server.add_script(REAL_KEY, [
+            _bash("cat > /tmp/probe.py <<'EOF'\n" + PROBE + "EOF\npython3 /tmp/probe.py " + f"{gateway} {listener.port}"),
+            _bash(f"grep -l -s -r '{REAL_KEY[:30]}' /proc/[0-9]*/environ /tmp /workspace /run/trialbox /home/agent | wc -l; "
+                  "echo $ANTHROPIC_API_KEY | cut -c1-4; ls /sys/class/net"),
+            _bash("sed -i 's/return f\"{cents \\/\\/ 100}/return (\"-\" if cents < 0 else \"\") + f\"{abs(cents) \\/\\/ 100}/; "
+                  "s/{cents % 100:02d}/{abs(cents) % 100:02d}/' ledger/money.py"),
+            {"content": [{"type": "tool_use", "name": "submit", "input": {"summary": "fixed through the proxy"}}]},
+        ])
+        cand = CommandCandidate(name="m", agent="command", command="trialbox-mini-agent --stream", model_snapshot="scripted-model-1")
+        agent = make_agent(cand, task, loaded, env={"ANTHROPIC_API_KEY": REAL_KEY, "ANTHROPIC_BASE_URL": server.url})
+        result, events, files = run(agent, task, client, python_image, tmp_path)
+    finally:
+        listener.close()
+    assert result.stop_reason is StopReason.SUBMITTED and result.summary == "fixed through the proxy"
+    assert "abs(cents)" in files["ledger/money.py"]
+    calls = [e for e in events if e["kind"] == "model_call"]
+    reported = [e for e in events if e["kind"] == "model_tool_use"]
+    assert len(calls) == 4 and all(c["source"] == "harness" and c["streamed"] for c in calls)
+    assert [r["tool"] for r in reported] == ["bash", "bash", "bash", "submit"]
+    assert all(r["source"] == "model_reported" for r in reported)
+    assert not [e for e in events if e["kind"] == "tool"]  # nothing the harness did not see is called a tool event
+    results = [m["content"][0]["content"] for m in server.requests[REAL_KEY][-1]["messages"]
+               if m["role"] == "user" and isinstance(m["content"], list)]
+    assert "blocked" in results[0] and listener.accepted == 1  # only the control got through
+    count, prefix, interfaces = results[1].split("[exit")[0].split()
+    assert (count, prefix, interfaces) == ("0", "tbx-", "lo")  # the real key is nowhere inside
+    assert REAL_KEY not in "".join(str(e) for e in events)
+
+
+def make_control(client, image):
+    from orchestrator.sandbox.docker import DockerSandbox
+
+    sb = DockerSandbox(SandboxSpec(image_id=image, name=unique_name("tbcontrol"), network="bridge", disk_limit_mb=32), client)
+    sb.start()
+    return sb
+
+
+def test_command_agent_budget_cut_off(project, server, client, python_image, tmp_path):
+    loaded, tasks = project
+    task = tasks["textkit-slug-unicode"]
+    key = "k-command-budget"
+    server.add_script(key, [dict(_bash("echo one"), usage={"input_tokens": 700, "output_tokens": 10}),
+                            dict(_bash("echo two"), usage={"input_tokens": 700, "output_tokens": 10}),
+                            _bash("echo three"), _bash("echo four")])
+    cand = CommandCandidate(name="m", agent="command", command="trialbox-mini-agent", model_snapshot="scripted-model-1")
+    agent = make_agent(cand, task, loaded, env={"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": server.url})
+    result, events, _ = run(agent, task, client, python_image, tmp_path, BudgetLimits(deadline_seconds=60, max_total_tokens=1000))
+    assert result.stop_reason is StopReason.MAX_TOTAL_TOKENS
+    assert len([e for e in events if e["kind"] == "model_call"]) == 2
+    assert [e["reason"] for e in events if e["kind"] == "model_refused"] == ["max_total_tokens"]
+    assert len(server.requests[key]) == 2  # the third request never reached the model
