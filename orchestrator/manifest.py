@@ -370,6 +370,9 @@ def check_manifest(data: dict[str, Any], path: Path) -> list[Problem]:
     candidates = [c for c in candidates if isinstance(c, dict)] if isinstance(candidates, list) else []
     names = [c.get("name") for c in candidates]
     for i, c in enumerate(candidates):
+        if c.get("agent") == "command" and policy != "model-api-only":
+            out.append(Problem(f, f"candidates[{i}].agent", "a command agent reaches its model only through "
+                                                            "trialbox's proxy: set environment.network_policy: model-api-only"))
         if c.get("name") is not None and c.get("name") in names[:i]:
             out.append(Problem(f, f"candidates[{i}].name", f"duplicate candidate name {c.get('name')!r}"))
         for field in ("system_prompt", "script"):

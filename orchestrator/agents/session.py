@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import docker
+import structlog
 
 from ..events import EventLog
 from ..repos import materialize
@@ -40,6 +41,14 @@ class Session:
 def agent_session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.DockerClient, events_path: Path,
                   limits: BudgetLimits, trial_id: str) -> Iterator[Session]:
     """Run ``agent`` on ``task`` in a fresh sandbox; yields the session after the agent stopped."""
+    with structlog.contextvars.bound_contextvars(trial_id=trial_id):
+        with _session(agent, task, spec, client, events_path, limits, trial_id) as session:
+            yield session
+
+
+@contextlib.contextmanager
+def _session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.DockerClient, events_path: Path,
+             limits: BudgetLimits, trial_id: str) -> Iterator[Session]:
     mounts = agent.prepare() if hasattr(agent, "prepare") else []
     repo = materialize(task, load_settings().repos_dir)
     spec = dataclasses.replace(spec, mounts=tuple(spec.mounts) + tuple(mounts), workspace_seed=str(repo.tar_path))

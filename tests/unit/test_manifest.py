@@ -145,3 +145,13 @@ def test_load_raises_with_every_problem(project):
 def test_examples_validate(repo_root, name):
     loaded = load_manifest(repo_root / "examples" / name)
     assert loaded.manifest.experiment.name
+
+
+def test_command_agent_needs_the_model_proxy(project):
+    data = copy.deepcopy(MANIFEST)
+    data["candidates"] = [{"name": "cli", "agent": "command", "command": "trialbox-mini-agent"}]
+    assert problems_of(project, data) == [
+        "candidates[0].agent: a command agent reaches its model only through trialbox's proxy: "
+        "set environment.network_policy: model-api-only"]
+    data["environment"] = {"network_policy": "model-api-only"}
+    assert problems_of(project, data) == []
