@@ -164,9 +164,10 @@ def test_fork_bomb_is_stopped_and_host_stays_responsive(make_sandbox, runtime, c
         prober.join()
     assert worst[0] < 3.0, f"the engine took {worst[0]:.1f}s to answer during the bomb"
     if runtime == "runc":
-        # the limit held and refused forks (an exec joins the cgroup by migration, which
-        # the pids controller does not refuse: one over the limit can be seen then)
-        assert 0 < peak_pids[0] <= 64 + 1 and refused[0] > 0
+        # the limit held and refused forks. Every exec (the command, and each attempt of
+        # the kill sweep) joins the cgroup by migration, which the pids controller does
+        # not refuse, so a few over the limit can be seen while the sweep retries.
+        assert refused[0] > 0 and 0 < peak_pids[0] <= 64 + 8
     else:
         assert broken or sb.exec(["echo", "ok"]).text() == "ok\n"
     if not broken:
