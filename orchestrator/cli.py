@@ -122,6 +122,56 @@ def cmd_model_server(args: argparse.Namespace) -> int:
         server.stop()
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from .job import run_experiment
+
+    loaded, tasks = _load_all(Path(args.manifest))
+    paths = run_experiment(loaded, tasks, _connect(), Path(args.out) if args.out else None,
+                           say=lambda line: print(line, flush=True))
+    print(f"results in {paths.root}")
+    return 0
+
+
+def _run_paths(run: str):
+    from .errors import TrialboxError
+    from .store import RunPaths
+
+    paths = RunPaths(Path(run))
+    if not paths.db.exists():
+        raise TrialboxError(f"{run}: not a run folder (no results.sqlite)")
+    return paths
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from .show import show_trial
+
+    print(show_trial(_run_paths(args.run), args.trial))
+    return 0
+
+
+def cmd_regrade(args: argparse.Namespace) -> int:
+    from .job import regrade_run
+    from .manifest import load_manifest
+    from .tasks import load_tasks
+
+    paths = _run_paths(args.run)
+    loaded = load_manifest(paths.manifest)
+    # the run's manifest names task folders relative to where it was written: resolve against the original
+    if args.manifest:
+        loaded = load_manifest(Path(args.manifest))
+    changed = regrade_run(paths, loaded, load_tasks(loaded), _connect(), say=lambda line: print(line, flush=True))
+    print(f"{changed} verdict(s) changed")
+    return 0
+
+
+def cmd_tasks_check(args: argparse.Namespace) -> int:
+    from .taskcheck import check_tasks
+
+    loaded, tasks = _load_all(Path(args.manifest))
+    ok = check_tasks(loaded, tasks, _connect(), replicates=args.replicates, say=lambda line: print(line, flush=True))
+    return 0 if ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trialbox", description="Evaluate coding agents without fooling yourself.")
     parser.add_argument("--version", action="version", version=f"trialbox {__version__}")
@@ -143,6 +193,28 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("names", nargs="*")
     b.add_argument("--images", default="images", help="folder of recipes (default: images)")
     b.set_defaults(func=cmd_images_build)
+
+    p = sub.add_parser("run", help="run every trial of the manifest (resumes an interrupted run folder)")
+    p.add_argument("manifest")
+    p.add_argument("--out", help="run folder (default: runs/<name>-<time>)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("show", help="one trial's verdict, criteria with evidence, and event timeline")
+    p.add_argument("run")
+    p.add_argument("trial", help="trial id (task/candidate/replicate)")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("regrade", help="grade the stored final workspaces again, without re-running any agent")
+    p.add_argument("run")
+    p.add_argument("--manifest", help="the manifest whose tasks and graders to use (default: the run's copy)")
+    p.set_defaults(func=cmd_regrade)
+
+    p = sub.add_parser("tasks", help="the task set")
+    tsub = p.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
+    t = tsub.add_parser("check", help="oracle accepted, nop rejected, fail-to-pass failing untouched, flakiness, leaks")
+    t.add_argument("manifest")
+    t.add_argument("--replicates", type=int, default=2, help="oracle replicates per task (default 2)")
+    t.set_defaults(func=cmd_tasks_check)
 
     p = sub.add_parser("verify-events", help="check a trial's event log: edited, removed or inserted lines")
     p.add_argument("file")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import SandboxBroken, TrialboxError
 from ..events import EventLog
@@ -28,6 +28,8 @@ class AgentContext:
     budget: Budget
     events: EventLog
     max_steps: int = 40
+    canaries: list[str] = field(default_factory=list)
+    """Secrets planted for this trial (the model proxy refuses to send them out)."""
 
 
 @dataclass(frozen=True)

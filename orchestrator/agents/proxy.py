@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 
 from ..events import EventLog, now_iso
+from ..grading.secrets import find as find_canaries
 from .budget import AgentStop, Budget, StopReason
 from .prices import PriceTable
 
@@ -96,6 +97,7 @@ class ModelProxy:
         self.prices = prices
         self.token = "tbx-" + secrets.token_hex(16)
         self.events: EventLog | None = None
+        self.canaries: list[str] = []
         self.budget: Budget | None = None
         self.stop_reason: AgentStop | None = None
         self.model_tool_uses = 0
@@ -122,8 +124,8 @@ class ModelProxy:
         self._thread.start()
         return self
 
-    def attach(self, events: EventLog, budget: Budget) -> None:
-        self.events, self.budget = events, budget
+    def attach(self, events: EventLog, budget: Budget, canaries: list[str] | None = None) -> None:
+        self.events, self.budget, self.canaries = events, budget, list(canaries or [])
 
     def stop(self) -> None:
         self.server.shutdown()
@@ -164,6 +166,11 @@ class ModelProxy:
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
         body = h.rfile.read(int(h.headers.get("content-length") or 0))
         if not self._admit(h):
+            return
+        found = find_canaries(self.canaries, body.decode("utf-8", errors="replace"))
+        if found:  # a planted secret on its way out: recorded, and never forwarded
+            self.events.append("egress_canary", found=len(found), bytes=len(body))
+            self._reply(h, 403, "trialbox_secret_blocked", "trialbox: the request carried a secret and was not sent")
             return
         started, t0 = now_iso(), time.monotonic()
         headers = {k: h.headers[k] for k in PASS_HEADERS if h.headers.get(k)}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import posixpath
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import docker
 import structlog
 
 from ..events import EventLog
+from ..grading.secrets import Canaries
 from ..repos import materialize
 from ..sandbox.base import SandboxSpec
 from ..sandbox.docker import DockerSandbox
@@ -39,27 +41,43 @@ class Session:
 
 @contextlib.contextmanager
 def agent_session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.DockerClient, events_path: Path,
-                  limits: BudgetLimits, trial_id: str) -> Iterator[Session]:
-    """Run ``agent`` on ``task`` in a fresh sandbox; yields the session after the agent stopped."""
+                  limits: BudgetLimits, trial_id: str, canaries: Canaries | None = None) -> Iterator[Session]:
+    """Run ``agent`` on ``task`` in a fresh sandbox; yields the session after the agent stopped.
+
+    ``canaries`` are planted outside the workspace before the agent starts: in the
+    environment, ``~/.netrc`` and a cloud credentials file.
+    """
     with structlog.contextvars.bound_contextvars(trial_id=trial_id):
-        with _session(agent, task, spec, client, events_path, limits, trial_id) as session:
+        with _session(agent, task, spec, client, events_path, limits, trial_id, canaries) as session:
             yield session
+
+
+def _plant(sandbox: DockerSandbox, canaries: Canaries) -> None:
+    for path, content in canaries.files(sandbox.spec.home).items():
+        sandbox.exec(["mkdir", "-p", posixpath.dirname(path)], timeout=30)
+        sandbox.write_file(path, content.encode(), mode=0o600)
 
 
 @contextlib.contextmanager
 def _session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.DockerClient, events_path: Path,
-             limits: BudgetLimits, trial_id: str) -> Iterator[Session]:
+             limits: BudgetLimits, trial_id: str, canaries: Canaries | None) -> Iterator[Session]:
     mounts = agent.prepare() if hasattr(agent, "prepare") else []
     repo = materialize(task, load_settings().repos_dir)
-    spec = dataclasses.replace(spec, mounts=tuple(spec.mounts) + tuple(mounts), workspace_seed=str(repo.tar_path))
+    env = {**spec.env, **(canaries.env() if canaries else {})}
+    spec = dataclasses.replace(spec, mounts=tuple(spec.mounts) + tuple(mounts), workspace_seed=str(repo.tar_path),
+                               env=env)
     sandbox = DockerSandbox(spec, client)
     events = EventLog(events_path, trial_id)
     try:
         sandbox.start()
+        if canaries is not None:
+            _plant(sandbox, canaries)
         budget = Budget(limits)  # the clock starts once the sandbox is ready
         toolbox = ToolBox(sandbox, events, budget, ask_user_reply=task.config.ask_user_reply)
         instruction = (task.folder / task.config.instruction).read_text()
-        result = run_agent(agent, AgentContext(instruction, toolbox, budget, events, task.config.constraints.max_steps))
+        ctx = AgentContext(instruction, toolbox, budget, events, task.config.constraints.max_steps,
+                           canaries.values if canaries else [])
+        result = run_agent(agent, ctx)
         sandbox.stop()
         session = Session(result, sandbox, events)
         session.anchor = events.close()

@@ -382,7 +382,12 @@ class DockerSandbox(Sandbox):
         return None
 
     # ------------------------------------------------------------------ files
+    def _in_workspace(self, path: str) -> bool:
+        return path == self.spec.workdir or path.startswith(self.spec.workdir.rstrip("/") + "/")
+
     def read_file(self, path: str, max_bytes: int = 16 << 20) -> bytes:
+        if not self._in_workspace(path):
+            return self._read_by_exec(path, max_bytes)  # the engine's archive API does not see tmpfs mounts
         stream = self.copy_out(path)
         buf = io.BytesIO()
         for chunk in stream:
@@ -398,9 +403,19 @@ class DockerSandbox(Sandbox):
                 raise ValueError(f"{path} is larger than {max_bytes} bytes")
             return tf.extractfile(member).read()  # type: ignore[union-attr]
 
+    def _read_by_exec(self, path: str, max_bytes: int) -> bytes:
+        if max_bytes > CAPTURE_BYTES:
+            max_bytes = CAPTURE_BYTES
+        res = self.exec(["sh", "-c", 'test -f "$1" && exec cat -- "$1"', "sh", path], timeout=60)
+        if res.exit_code != 0:
+            raise SandboxError(f"{path} is not a readable regular file", container=self.spec.name)
+        if res.stdout_size > max_bytes:
+            raise ValueError(f"{path} is larger than {max_bytes} bytes")
+        return res.stdout
+
     def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         parent, _, name = path.rstrip("/").rpartition("/")
-        if not (path == self.spec.workdir or path.startswith(self.spec.workdir.rstrip("/") + "/")):
+        if not self._in_workspace(path):
             return self._write_by_exec(path, data, mode)  # the engine refuses archives into tmpfs on a read-only root
         uid, gid = _uid_gid(self.spec.user)
         buf = io.BytesIO()

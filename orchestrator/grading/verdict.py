@@ -1,0 +1,64 @@
+"""The verdict: accepted only when every critical criterion passes; typed outcomes.
+
+Outcomes: ``accepted``, ``rejected`` (with the failed critical criteria as
+reasons), ``agent_timeout``, ``budget_exhausted``,
+``agent_resource_exhausted`` (``oom``), ``sandbox_broken_by_agent`` and
+``infra_error`` (with its kind: never the agent's failure, never folded into a
+score). A trial that hit its deadline or budget is still graded, so partial
+scores stay available for diagnosis, but it is not accepted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..agents.budget import StopReason
+from .criteria import Criterion
+
+GRADER_VERSION = "trialbox-grader/1"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: str
+    kind: str | None
+    accepted: bool
+    reasons: list[str]
+    criteria: list[Criterion]
+    partial: dict[str, float] = field(default_factory=dict)
+    grader_version: str = GRADER_VERSION
+
+    @property
+    def label(self) -> str:
+        return f"{self.outcome}({self.kind})" if self.kind else self.outcome
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "kind": self.kind, "accepted": self.accepted, "reasons": self.reasons,
+                "partial": self.partial, "grader_version": self.grader_version,
+                "criteria": [asdict(c) for c in self.criteria]}
+
+
+def infra_verdict(kind: str, detail: str) -> Verdict:
+    return Verdict("infra_error", kind, False, [detail], [])
+
+
+def decide(criteria: list[Criterion], stop_reason: StopReason, broken_reason: str | None = None) -> Verdict:
+    failed = [c.name for c in criteria if c.critical and not c.passed]
+    partial = {}
+    for c in criteria:
+        if c.name in ("fail_to_pass", "pass_to_pass") and c.evidence.get("total"):
+            partial[c.name] = c.evidence["passed"] / c.evidence["total"]
+    if stop_reason is StopReason.MODEL_ERROR:
+        return Verdict("infra_error", "model_api", False, ["the model API kept failing"], criteria, partial)
+    if stop_reason is StopReason.DEADLINE:
+        return Verdict("agent_timeout", None, False, failed, criteria, partial)
+    if stop_reason.is_budget:
+        return Verdict("budget_exhausted", stop_reason.value, False, failed, criteria, partial)
+    if stop_reason is StopReason.SANDBOX_BROKEN:
+        if broken_reason == "oom":
+            return Verdict("agent_resource_exhausted", "oom", False, failed, criteria, partial)
+        return Verdict("sandbox_broken_by_agent", None, False, failed, criteria, partial)
+    if failed:
+        return Verdict("rejected", None, False, failed, criteria, partial)
+    return Verdict("accepted", None, True, [], criteria, partial)

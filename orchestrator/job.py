@@ -1,0 +1,150 @@
+"""Many trials: ``trialbox run`` (sequential here), ``regrade`` and the task-set check.
+
+A run refuses to start on a drifted lock (every drifted identifier named),
+copies the manifest and lock into its run folder, removes leftovers of
+crashed runs, and records each finished trial in the store before starting
+the next one. Running it again on the same run folder continues where it
+stopped: finished trials are kept, unfinished ones run again; a changed
+manifest or lock is refused.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import docker
+
+from .agents import BudgetLimits
+from .agents.base import AgentResult
+from .agents.budget import StopReason
+from .errors import DriftError, LockError
+from .events import read_events
+from .grading.export import tree_from_tar
+from .grading.grade import grade_trial
+from .grading.runner import GraderLimits
+from .hashing import sha256_file, tree_sha256
+from .lock import check_lock, lock_path, read_lock, resolve_lock, write_lock
+from .manifest import LoadedManifest
+from .repos import materialize
+from .sandbox.gc import collect_garbage
+from .settings import load_settings
+from .store import RunPaths, Store
+from .tasks import Task
+from .trial import TrialSpec, run_trial, trial_id
+
+
+def ensure_lock(loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient) -> dict[str, Any]:
+    """The manifest's lock, written when absent; ``DriftError`` when anything drifted."""
+    current = resolve_lock(loaded, tasks, client, load_settings())
+    if lock_path(loaded.path).exists():
+        check_lock(loaded, current)
+        return read_lock(lock_path(loaded.path))
+    write_lock(loaded, current)
+    return current
+
+
+def open_run(loaded: LoadedManifest, lock: dict[str, Any], out: Path | None) -> RunPaths:
+    name = loaded.manifest.experiment.name
+    root = out or Path("runs") / f"{name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    paths = RunPaths(root)
+    if paths.manifest.exists():
+        if sha256_file(paths.manifest) != sha256_file(loaded.path):
+            raise LockError(f"{root} was started from another manifest: refusing to resume it with {loaded.path}")
+        previous = json.loads(paths.lock.read_text())
+        drifted = [k for k in ("manifest_sha256", "dataset_revision", "grader_commit", "images", "tasks", "prompts",
+                               "scripts", "environment", "execution") if previous.get(k) != lock.get(k)]
+        if drifted:
+            raise DriftError([f"{k}: differs from the lock the run started with" for k in drifted])
+    else:
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(loaded.path, paths.manifest)
+        paths.lock.write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
+    return paths
+
+
+def plan_sequential(loaded: LoadedManifest, tasks: list[Task], lock: dict[str, Any], run_id: str) -> list[TrialSpec]:
+    m = loaded.manifest
+    ex = m.execution
+    limits = BudgetLimits(ex.deadline_seconds, ex.max_tool_calls, ex.max_total_tokens, ex.max_cost_usd)
+    specs = []
+    for task in tasks:
+        image_id = lock["images"][task.config.image]["image_id"]
+        for replicate in range(ex.trials_per_task):
+            for cand in m.candidates:
+                specs.append(TrialSpec(trial_id(task.id, cand.name, replicate), run_id, task, cand, replicate,
+                                       image_id, m.environment, limits))
+    return specs
+
+
+def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, out: Path | None,
+                   say: Callable[[str], None] = print) -> RunPaths:
+    lock = ensure_lock(loaded, tasks, client)
+    paths = open_run(loaded, lock, out)
+    collect_garbage(client, load_settings())
+    store = Store(paths)
+    try:
+        done = store.done()
+        specs = plan_sequential(loaded, tasks, lock, paths.root.name)
+        say(f"run {paths.root}: {len(specs)} trial(s), {len(done)} already done")
+        for i, spec in enumerate(specs, start=1):
+            if spec.trial_id in done:
+                continue
+            result = run_trial(spec, loaded, client, paths)
+            events_file = paths.trial(spec.trial_id, spec.attempt) / "events.jsonl"
+            store.record(result, read_events(events_file) if events_file.exists() else [])
+            v = result["verdict"]
+            label = f"{v['outcome']}({v['kind']})" if v["kind"] else v["outcome"]
+            reasons = f" [{', '.join(v['reasons'])}]" if v["reasons"] else ""
+            say(f"[{i}/{len(specs)}] {spec.trial_id:50s} {label}{reasons}  {result['duration_s']:.1f}s  "
+                f"${result.get('cost_usd') or 0:.4f}")
+    finally:
+        store.close()
+    return paths
+
+
+def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient,
+                say: Callable[[str], None] = print) -> int:
+    """Grade every stored final workspace again with the current graders; returns how many verdicts changed."""
+    by_id = {t.id: t for t in tasks}
+    store = Store(paths)
+    changed = 0
+    try:
+        for row in store.trials():
+            task = by_id[row["task"]]
+            folder = paths.trial(row["id"], row["attempt"])
+            if row["verdict"]["outcome"] == "infra_error" and not (folder / "final-workspace.tar").exists():
+                continue
+            final = tree_from_tar(folder / "final-workspace.tar")
+            original = tree_from_tar(materialize(task, load_settings().repos_dir).tar_path)
+            events = read_events(folder / "events.jsonl")
+            agent = _agent_result(row)
+            canaries = json.loads((folder / "canaries.json").read_text())
+            cand = next(c for c in loaded.manifest.candidates if c.name == row["candidate"])
+            graded = grade_trial(client, row["image_id"], task, original, final, events, agent, canaries,
+                                 loaded.manifest.environment.network_policy, cand.agent, GraderLimits(),
+                                 f"tb-{paths.root.name[:12]}-rg")
+            verdict = graded.verdict.to_dict()
+            verdict["grader_version"] += f"+{tree_sha256(task.grader_folder)[:12]}"
+            if verdict["outcome"] != row["verdict"]["outcome"]:
+                changed += 1
+            store.regrade(row["id"], verdict)
+            say(f"{row['id']:50s} {row['verdict']['outcome']} -> {verdict['outcome']}  ({verdict['grader_version']})")
+    finally:
+        store.close()
+    return changed
+
+
+def _agent_result(row: dict[str, Any]) -> AgentResult:
+    tokens = row.get("tokens") or {}
+    return AgentResult(StopReason(row["stop_reason"]), row.get("stop_detail", ""), row.get("summary"),
+                       bool(row.get("abstained")), row.get("tool_calls", 0), row.get("model_calls", 0),
+                       tokens.get("input", 0), tokens.get("output", 0), tokens.get("cache_read", 0),
+                       tokens.get("cache_write", 0), row.get("cost_usd") or 0.0, row.get("interventions", 0), 0.0)
+
+
+__all__ = ["run_experiment", "regrade_run", "ensure_lock"]

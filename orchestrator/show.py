@@ -1,0 +1,65 @@
+"""``trialbox show``: a trial's verdict, its criteria with evidence, and its event timeline."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .errors import TrialboxError
+from .events import read_events, verify_events
+from .store import RunPaths, Store
+
+
+def _evidence(evidence: dict[str, Any]) -> str:
+    shown = {k: v for k, v in evidence.items() if v not in ([], {}, None, "")}
+    text = json.dumps(shown, default=str, ensure_ascii=False)
+    return text if len(text) < 600 else text[:600] + " …"
+
+
+def _event_line(e: dict[str, Any]) -> str:
+    kind = e["kind"]
+    if kind == "tool":
+        args = e.get("arguments") or {}
+        what = args.get("command") or args.get("path") or args.get("summary") or args.get("question") or ""
+        extra = f" exit={e['exit_code']}" if e.get("exit_code") is not None else ""
+        extra += " TIMED-OUT" if e.get("timed_out") else ""
+        extra += f" error={e['error_kind']}" if e.get("error_kind") else ""
+        return f"{e['tool']:10s} {str(what)[:90]!r}{extra} ({e.get('duration_s', 0):.2f}s)"
+    if kind == "model_call":
+        return (f"model      {e.get('model_served')} in={e.get('input_tokens')} out={e.get('output_tokens')} "
+                f"cache_r={e.get('cache_read_tokens')} cache_w={e.get('cache_write_tokens')} ${e.get('cost_usd', 0):.5f} "
+                f"stop={e.get('stop_reason')} retries={e.get('retries')}")
+    if kind == "model_tool_use":
+        return f"reported   {e.get('tool')} {str(e.get('arguments'))[:90]!r} (model-reported, not observed)"
+    if kind == "stop":
+        return f"STOP       {e.get('reason')} {e.get('detail') or ''}"
+    return f"{kind:10s} " + _evidence({k: v for k, v in e.items() if k not in ("seq", "kind", "hash", "prev_hash", "source")})
+
+
+def show_trial(paths: RunPaths, trial_id: str) -> str:
+    store = Store(paths)
+    try:
+        row = store.trial(trial_id)
+    finally:
+        store.close()
+    if row is None:
+        raise TrialboxError(f"{paths.root}: no trial {trial_id!r}")
+    v = row["verdict"]
+    label = f"{v['outcome']}({v['kind']})" if v["kind"] else v["outcome"]
+    lines = [f"trial {trial_id}: {label.upper()}" + (f" — failed: {', '.join(v['reasons'])}" if v["reasons"] else ""),
+             f"  stop: {row.get('stop_reason')} {row.get('stop_detail') or ''}".rstrip(),
+             f"  summary: {row.get('summary')!r}   cost ${row.get('cost_usd') or 0:.4f}   {row.get('duration_s')}s   "
+             f"grader {v['grader_version']}"]
+    if v.get("partial"):
+        lines.append("  partial: " + ", ".join(f"{k} {x:.0%}" for k, x in v["partial"].items()))
+    lines.append("criteria:")
+    for c in v["criteria"]:
+        mark = "PASS" if c["passed"] else "FAIL"
+        lines.append(f"  [{mark}] {c['name']}{' (critical)' if c['critical'] else ''}: {_evidence(c['evidence'])}")
+    events_file = paths.trial(trial_id, row["attempt"]) / "events.jsonl"
+    if events_file.exists():
+        check = verify_events(events_file, expected_head=row.get("events_anchor"))
+        lines.append(f"events ({check.count}, {'intact' if check.ok else 'TAMPERED: ' + '; '.join(check.problems)}):")
+        lines += [f"  {e['seq']:3d} {_event_line(e)}" for e in read_events(events_file)
+                  if e["kind"] not in ("log_opened", "log_closed")]
+    return "\n".join(lines)

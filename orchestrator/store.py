@@ -1,0 +1,143 @@
+"""The run folder and its SQLite store.
+
+``RunPaths`` is the layout, as code::
+
+    <run>/
+      manifest.yaml          the manifest as run
+      lock.json              the lock as run
+      results.sqlite         trials, criteria, events index, verdict history
+      trials/<trial>/a<attempt>/
+        events.jsonl         the host-side event log (hash-chained)
+        final-workspace.tar  the exported workspace (sanitized; no .git)
+        diff.patch           the change, computed on the host
+        grader.log           the grader's output (tail)
+        verdict.json         the verdict with every criterion and its evidence
+
+A trial's row is written in one transaction after its artifacts are on disk:
+a trial is either fully in the store or absent (a crash in between leaves
+files that the next run overwrites, never a half-recorded result).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS trials (
+  id TEXT PRIMARY KEY, task TEXT NOT NULL, candidate TEXT NOT NULL, replicate INTEGER NOT NULL,
+  attempt INTEGER NOT NULL, retries INTEGER NOT NULL DEFAULT 0, outcome TEXT NOT NULL, outcome_kind TEXT,
+  accepted INTEGER NOT NULL, reasons TEXT NOT NULL, stop_reason TEXT, cost_usd REAL, duration_s REAL,
+  started_at TEXT, finished_at TEXT, events_anchor TEXT, grader_version TEXT, result TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS criteria (
+  trial_id TEXT NOT NULL, name TEXT NOT NULL, critical INTEGER NOT NULL, passed INTEGER NOT NULL,
+  evidence TEXT NOT NULL, PRIMARY KEY (trial_id, name));
+CREATE TABLE IF NOT EXISTS events (
+  trial_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, source TEXT, tool TEXT, summary TEXT,
+  PRIMARY KEY (trial_id, seq));
+CREATE TABLE IF NOT EXISTS verdicts (
+  trial_id TEXT NOT NULL, grader_version TEXT NOT NULL, outcome TEXT NOT NULL, accepted INTEGER NOT NULL,
+  created_at TEXT NOT NULL, verdict TEXT NOT NULL);
+"""
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:120]
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    root: Path
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "manifest.yaml"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "lock.json"
+
+    @property
+    def db(self) -> Path:
+        return self.root / "results.sqlite"
+
+    def trial(self, trial_id: str, attempt: int) -> Path:
+        return self.root / "trials" / slug(trial_id) / f"a{attempt}"
+
+
+class Store:
+    """SQLite in the run folder; one transaction per trial."""
+
+    def __init__(self, paths: RunPaths) -> None:
+        self.paths = paths
+        paths.root.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(paths.db, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def done(self) -> set[str]:
+        return {row[0] for row in self.db.execute("SELECT id FROM trials")}
+
+    def record(self, result: dict[str, Any], events: list[dict[str, Any]]) -> None:
+        v = result["verdict"]
+        with self._tx() as db:
+            db.execute("DELETE FROM criteria WHERE trial_id = ?", (result["id"],))
+            db.execute("DELETE FROM events WHERE trial_id = ?", (result["id"],))
+            db.execute(
+                "INSERT OR REPLACE INTO trials VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (result["id"], result["task"], result["candidate"], result["replicate"], result["attempt"],
+                 result["retries"], v["outcome"], v["kind"], int(v["accepted"]), json.dumps(v["reasons"]),
+                 result.get("stop_reason"), result.get("cost_usd"), result.get("duration_s"), result.get("started_at"),
+                 result.get("finished_at"), result.get("events_anchor"), v["grader_version"], json.dumps(result)))
+            self._criteria(db, result["id"], v)
+            db.executemany("INSERT INTO events VALUES (?,?,?,?,?,?)", [
+                (result["id"], e["seq"], e["kind"], e.get("source"), e.get("tool"),
+                 str(e.get("reason") or e.get("exit_code") or "")[:200]) for e in events])
+
+    def _criteria(self, db: sqlite3.Connection, trial_id: str, v: dict[str, Any]) -> None:
+        db.executemany("INSERT INTO criteria VALUES (?,?,?,?,?)", [
+            (trial_id, c["name"], int(c["critical"]), int(c["passed"]), json.dumps(c["evidence"], default=str))
+            for c in v["criteria"]])
+        db.execute("INSERT INTO verdicts VALUES (?,?,?,?,datetime('now'),?)",
+                   (trial_id, v["grader_version"], v["outcome"], int(v["accepted"]), json.dumps(v, default=str)))
+
+    def regrade(self, trial_id: str, verdict: dict[str, Any]) -> None:
+        """Replace a trial's verdict and criteria (the history keeps every verdict)."""
+        row = self.trial(trial_id)
+        if row is None:
+            raise KeyError(trial_id)
+        row["verdict"] = verdict
+        with self._tx() as db:
+            db.execute("DELETE FROM criteria WHERE trial_id = ?", (trial_id,))
+            db.execute("UPDATE trials SET outcome=?, outcome_kind=?, accepted=?, reasons=?, grader_version=?, result=? "
+                       "WHERE id=?", (verdict["outcome"], verdict["kind"], int(verdict["accepted"]),
+                                      json.dumps(verdict["reasons"]), verdict["grader_version"], json.dumps(row), trial_id))
+            self._criteria(db, trial_id, verdict)
+
+    def trial(self, trial_id: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT result FROM trials WHERE id = ?", (trial_id,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def trials(self) -> list[dict[str, Any]]:
+        return [json.loads(r[0]) for r in self.db.execute("SELECT result FROM trials ORDER BY task, candidate, replicate")]
+
+    def _tx(self):
+        store = self
+
+        class _Tx:
+            def __enter__(self) -> sqlite3.Connection:
+                store.db.execute("BEGIN IMMEDIATE")
+                return store.db
+
+            def __exit__(self, exc_type, *rest) -> None:
+                store.db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+        return _Tx()

@@ -1,0 +1,123 @@
+"""One trial end to end: sandbox → agent → stop → export → grade → ``TrialResult``.
+
+``run_trial`` never raises for the agent's failure: whatever the agent did,
+the trial ends with a verdict. Infrastructure failures (the sandbox cannot
+start, the grader is broken) become ``infra_error`` verdicts with their kind.
+Configuration problems (a missing API key) are raised before any container
+starts, by ``make_agent``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+
+from .agents import BudgetLimits, make_agent
+from .agents.session import agent_session
+from .errors import SandboxError
+from .events import read_events
+from .grading.export import ExportLimits, export_workspace, tree_from_tar
+from .grading.grade import grade_trial
+from .grading.runner import GraderLimits
+from .grading.secrets import new_canaries
+from .grading.verdict import infra_verdict
+from .hashing import tree_sha256
+from .log import get_logger
+from .manifest import EnvironmentConfig, LoadedManifest
+from .repos import materialize
+from .sandbox.base import SandboxSpec
+from .settings import load_settings
+from .store import RunPaths, slug
+from .tasks import Task
+
+log = get_logger("trial")
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """A resolved trial: the task, the candidate, the replicate, the pinned image, the limits."""
+
+    trial_id: str
+    run_id: str
+    task: Task
+    candidate: Any
+    replicate: int
+    image_id: str
+    environment: EnvironmentConfig
+    limits: BudgetLimits
+    attempt: int = 1
+    retries: int = 0
+
+
+def trial_id(task: str, candidate: str, replicate: int) -> str:
+    return f"{task}/{candidate}/{replicate}"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def sandbox_spec(spec: TrialSpec) -> SandboxSpec:
+    env = spec.environment
+    return SandboxSpec(
+        image_id=spec.image_id, name=f"tb-{spec.run_id[:12]}-{slug(spec.trial_id).replace('.', '-')}-a{spec.attempt}"[:120],
+        labels={"org.trialbox.run": spec.run_id, "org.trialbox.trial": spec.trial_id,
+                "org.trialbox.attempt": str(spec.attempt)},
+        cpu_limit=env.cpu_limit, cpu_reservation=env.cpu_reservation, memory_limit_mb=env.memory_limit_mb,
+        memory_reservation_mb=env.memory_reservation_mb, pids_limit=env.pids_limit, disk_limit_mb=env.disk_limit_mb,
+        network="none", runtime=env.runtime)
+
+
+def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClient, paths: RunPaths,
+              grader_limits: GraderLimits = GraderLimits()) -> dict[str, Any]:
+    """Run one trial and write its artifacts; returns the result document (also stored as verdict.json)."""
+    folder = paths.trial(spec.trial_id, spec.attempt)
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.iterdir():  # a crashed earlier run of the same attempt left these: never mixed in
+        stale.unlink()
+    (folder / "events.jsonl").unlink(missing_ok=True)
+    started, t0 = _now(), time.monotonic()
+    agent = make_agent(spec.candidate, spec.task, loaded)
+    canaries = new_canaries()
+    (folder / "canaries.json").write_text(json.dumps(canaries.values))  # host-only: kept for regrading
+    original = tree_from_tar(materialize(spec.task, load_settings().repos_dir).tar_path)
+    result: dict[str, Any] = {"id": spec.trial_id, "task": spec.task.id, "candidate": spec.candidate.name,
+                              "replicate": spec.replicate, "attempt": spec.attempt, "retries": spec.retries,
+                              "started_at": started, "image_id": spec.image_id}
+    try:
+        with agent_session(agent, spec.task, sandbox_spec(spec), client, folder / "events.jsonl", spec.limits,
+                           spec.trial_id, canaries) as session:
+            final = export_workspace(session.sandbox, limits=ExportLimits(max_bytes=spec.environment.disk_limit_mb << 20))
+            anchor, agent_result = session.anchor, session.result
+            result["sandbox"] = {"host_config": session.sandbox.info.host_config if session.sandbox.info else None}
+        final.to_tar(folder / "final-workspace.tar")
+        events = read_events(folder / "events.jsonl")
+        graded = grade_trial(client, spec.image_id, spec.task, original, final, events, agent_result, canaries.values,
+                             spec.environment.network_policy, spec.candidate.agent, grader_limits, f"tb-{spec.run_id[:12]}-g")
+        verdict = graded.verdict
+        result["grader_sha256"] = tree_sha256(spec.task.grader_folder)
+        (folder / "diff.patch").write_text(graded.diff.text)
+        (folder / "grader.log").write_text(graded.run.log_tail if graded.run else "")
+        result.update(stop_reason=agent_result.stop_reason.value, stop_detail=agent_result.detail,
+                      summary=agent_result.summary, abstained=agent_result.abstained, cost_usd=agent_result.cost_usd,
+                      tool_calls=agent_result.tool_calls, model_calls=agent_result.model_calls,
+                      tokens={"input": agent_result.input_tokens, "output": agent_result.output_tokens,
+                              "cache_read": agent_result.cache_read_tokens, "cache_write": agent_result.cache_write_tokens},
+                      interventions=agent_result.interventions, events_anchor=anchor,
+                      changed_paths=graded.diff.paths, workspace_digest=final.digest())
+    except (SandboxError, OSError) as exc:
+        log.warning("trial infrastructure error", trial=spec.trial_id, error=str(exc))
+        verdict = infra_verdict("sandbox", str(exc))
+        result.update(stop_reason=None, cost_usd=0.0, events_anchor=None)
+        events = read_events(folder / "events.jsonl") if (folder / "events.jsonl").exists() else []
+    result.update(verdict=verdict.to_dict(), finished_at=_now(), duration_s=round(time.monotonic() - t0, 3))
+    (folder / "verdict.json").write_text(json.dumps(result, indent=2, default=str))
+    result["events"] = len(events)
+    return result
+
