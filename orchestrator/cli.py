@@ -122,7 +122,32 @@ def cmd_model_server(args: argparse.Namespace) -> int:
         server.stop()
 
 
+def _scripted_model(path: str):
+    """Start the scripted model server and point this process's agents at it."""
+    import os
+
+    from .agents.scripted_server import ScriptedModelServer
+
+    server = ScriptedModelServer()
+    server.load(Path(path))
+    server.start()
+    os.environ["ANTHROPIC_BASE_URL"] = server.url
+    if not os.environ.get("ANTHROPIC_API_KEY") and server.scripts:
+        os.environ["ANTHROPIC_API_KEY"] = next(iter(server.scripts)).split("#", 1)[0]
+    print(f"scripted model server on {server.url}", flush=True)
+    return server
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    server = _scripted_model(args.scripted_model) if args.scripted_model else None
+    try:
+        return _run(args)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _run(args: argparse.Namespace) -> int:
     from .job import run_experiment
 
     loaded, tasks = _load_all(Path(args.manifest))
@@ -197,6 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run every trial of the manifest (resumes an interrupted run folder)")
     p.add_argument("manifest")
     p.add_argument("--out", help="run folder (default: runs/<name>-<time>)")
+    p.add_argument("--scripted-model", metavar="FILE",
+                   help="answer the model from this script file (offline demo; see `trialbox model-server`)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("show", help="one trial's verdict, criteria with evidence, and event timeline")

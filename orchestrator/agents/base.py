@@ -30,6 +30,8 @@ class AgentContext:
     max_steps: int = 40
     canaries: list[str] = field(default_factory=list)
     """Secrets planted for this trial (the model proxy refuses to send them out)."""
+    trial_id: str = ""
+    """Sent to model servers as ``x-trialbox-trial`` (the scripted server routes by it)."""
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,9 @@ class ClaudeAgent(Agent):
             ctx.budget.check_model_budget()
             started, t0 = now_iso(), time.monotonic()
             try:
-                raw = self.client.messages.with_raw_response.create(**request, timeout=max(1.0, ctx.budget.remaining()))
+                raw = self.client.messages.with_raw_response.create(
+                    **request, timeout=max(1.0, ctx.budget.remaining()),
+                    extra_headers={"x-trialbox-trial": ctx.trial_id} if ctx.trial_id else None)
                 response = raw.parse()
             except anthropic.APIStatusError as exc:
                 status, retry_after = exc.status_code, exc.response.headers.get("retry-after")

@@ -63,7 +63,7 @@ class CommandAgent(Agent):
     def run(self, ctx: AgentContext) -> None:
         if self.proxy is None:
             raise RuntimeError("CommandAgent.prepare() must run before the sandbox is created")
-        self.proxy.attach(ctx.events, ctx.budget, ctx.canaries)
+        self.proxy.attach(ctx.events, ctx.budget, ctx.canaries, ctx.trial_id)
         sandbox = ctx.toolbox.sandbox
         sandbox.write_file(INSTRUCTION, ctx.instruction.encode())
         sandbox.exec(["sh", "-c", f"nohup python3 {MOUNT}/forwarder.py {FORWARD_PORT} {MOUNT}/{SOCKET_NAME} "

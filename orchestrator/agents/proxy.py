@@ -98,6 +98,7 @@ class ModelProxy:
         self.token = "tbx-" + secrets.token_hex(16)
         self.events: EventLog | None = None
         self.canaries: list[str] = []
+        self.trial_id = ""
         self.budget: Budget | None = None
         self.stop_reason: AgentStop | None = None
         self.model_tool_uses = 0
@@ -124,8 +125,8 @@ class ModelProxy:
         self._thread.start()
         return self
 
-    def attach(self, events: EventLog, budget: Budget, canaries: list[str] | None = None) -> None:
-        self.events, self.budget, self.canaries = events, budget, list(canaries or [])
+    def attach(self, events: EventLog, budget: Budget, canaries: list[str] | None = None, trial_id: str = "") -> None:
+        self.events, self.budget, self.canaries, self.trial_id = events, budget, list(canaries or []), trial_id
 
     def stop(self) -> None:
         self.server.shutdown()
@@ -175,6 +176,8 @@ class ModelProxy:
         started, t0 = now_iso(), time.monotonic()
         headers = {k: h.headers[k] for k in PASS_HEADERS if h.headers.get(k)}
         headers["x-api-key"] = self.real_key
+        if self.trial_id:
+            headers["x-trialbox-trial"] = self.trial_id
         try:
             with self._http.stream("POST", self.upstream + h.path, content=body, headers=headers) as up:
                 h.send_response(up.status_code)

@@ -22,9 +22,15 @@ Script format (YAML or JSON; ``trialbox model-server --script FILE``)::
         - error: {status: 429, type: rate_limit_error, message: slow down, retry_after: 0}
         - error: {status: 529, type: overloaded_error, message: busy}
 
-Each request consumes the next entry; when a script runs out the server
-answers with an ``end_turn`` text saying so. An unknown key gets a 401.
-Every request received is kept (``requests[key]``) for assertions.
+A request finds its script by its API key and, when it carries the header
+``x-trialbox-trial: <task>/<candidate>/<replicate>`` (trialbox's agents and
+model proxy send it), by the most specific of ``<key>#<trial id>``,
+``<key>#<task>`` and ``<key>``. Each trial reads its script from the start
+(a cursor per script and trial), so replicates replay the same script and
+concurrent trials never take each other's answers; requests without the
+header share one cursor per script. When a script runs out the server answers
+with an ``end_turn`` text saying so. An unknown key gets a 401. Every request
+received is kept (``requests[script name]``) for assertions.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from typing import Any
 import yaml
 
 _ids = itertools.count(1)
+TRIAL_HEADER = "x-trialbox-trial"
 
 
 def _estimate_tokens(value: Any) -> int:
@@ -52,6 +59,7 @@ class ScriptedModelServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.scripts: dict[str, list[dict[str, Any]]] = {}
         self.requests: dict[str, list[dict[str, Any]]] = {}
+        self._cursors: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
         server = self
 
@@ -105,13 +113,18 @@ class ScriptedModelServer:
         auth = h.headers.get("authorization") or ""
         return key or auth.removeprefix("Bearer ").strip()
 
-    def _next(self, key: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    def _next(self, key: str, trial: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        names = [f"{key}#{trial}", f"{key}#{trial.split('/', 1)[0]}", key] if trial else [key]
+        name = next((n for n in names if n in self.scripts), None)
+        if name is None:
+            return None
         with self._lock:
-            if key not in self.scripts:
-                return None
-            self.requests[key].append(body)
-            if self.scripts[key]:
-                return self.scripts[key].pop(0)
+            self.requests.setdefault(name, []).append(body)
+            cursor = (name, trial)
+            index = self._cursors.get(cursor, 0)
+            self._cursors[cursor] = index + 1
+            if index < len(self.scripts[name]):
+                return self.scripts[name][index]
         return {"content": [{"type": "text", "text": "(the script has no more responses)"}], "stop_reason": "end_turn"}
 
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
@@ -122,7 +135,7 @@ class ScriptedModelServer:
             return self._error(h, 400, "invalid_request_error", "body is not JSON")
         if h.path.split("?")[0] != "/v1/messages":
             return self._error(h, 404, "not_found_error", f"no route {h.path}")
-        entry = self._next(self._key(h), body)
+        entry = self._next(self._key(h), h.headers.get(TRIAL_HEADER) or "", body)
         if entry is None:
             return self._error(h, 401, "authentication_error", "unknown API key")
         time.sleep(float(entry.get("delay_s", 0)))

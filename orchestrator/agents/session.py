@@ -76,7 +76,7 @@ def _session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.DockerC
         toolbox = ToolBox(sandbox, events, budget, ask_user_reply=task.config.ask_user_reply)
         instruction = (task.folder / task.config.instruction).read_text()
         ctx = AgentContext(instruction, toolbox, budget, events, task.config.constraints.max_steps,
-                           canaries.values if canaries else [])
+                           canaries.values if canaries else [], trial_id)
         result = run_agent(agent, ctx)
         sandbox.stop()
         session = Session(result, sandbox, events)

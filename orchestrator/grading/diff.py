@@ -14,6 +14,13 @@ from dataclasses import dataclass, field
 from .export import Tree
 
 MAX_DIFF_FILE = 1 << 20
+ARTIFACT_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"}
+
+
+def is_artifact(path: str) -> bool:
+    """Files tools leave behind when they run (bytecode, test caches): not changes, never graded."""
+    parts = path.split("/")
+    return any(p in ARTIFACT_DIRS for p in parts) or path.endswith((".pyc", ".pyo"))
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,8 @@ def compute_diff(original: Tree, final: Tree) -> Diff:
     diff = Diff()
     parts: list[str] = []
     for path in sorted(set(original.files) | set(final.files) | set(original.symlinks) | set(final.symlinks)):
+        if is_artifact(path):
+            continue
         a, b = original.files.get(path), final.files.get(path)
         la, lb = original.symlinks.get(path), final.symlinks.get(path)
         if la != lb:

@@ -15,6 +15,7 @@ import hashlib
 import io
 import posixpath
 import tarfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,19 +51,20 @@ class Tree:
     def to_tar(self, path: Path | None = None, uid: int = 1000, gid: int = 1000) -> bytes:
         """A tar of the tree (owned by uid:gid); written to ``path`` too when given."""
         buf = io.BytesIO()
+        now = int(time.time())  # fresh mtimes: no bytecode cached against an old timestamp can match
         with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
             for d in sorted(self.dirs):
                 ti = tarfile.TarInfo(d)
-                ti.type, ti.mode, ti.uid, ti.gid = tarfile.DIRTYPE, 0o755, uid, gid
+                ti.type, ti.mode, ti.uid, ti.gid, ti.mtime = tarfile.DIRTYPE, 0o755, uid, gid, now
                 tf.addfile(ti)
             for p in sorted(self.files):
                 ti = tarfile.TarInfo(p)
-                ti.size, ti.uid, ti.gid = len(self.files[p]), uid, gid
+                ti.size, ti.uid, ti.gid, ti.mtime = len(self.files[p]), uid, gid, now
                 ti.mode = 0o755 if p in self.executable else 0o644
                 tf.addfile(ti, io.BytesIO(self.files[p]))
             for p in sorted(self.symlinks):
                 ti = tarfile.TarInfo(p)
-                ti.type, ti.linkname, ti.uid, ti.gid = tarfile.SYMTYPE, self.symlinks[p], uid, gid
+                ti.type, ti.linkname, ti.uid, ti.gid, ti.mtime = tarfile.SYMTYPE, self.symlinks[p], uid, gid, now
                 tf.addfile(ti)
         data = buf.getvalue()
         if path is not None:

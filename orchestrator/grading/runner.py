@@ -39,6 +39,7 @@ from ..errors import SandboxBroken, SandboxError
 from ..sandbox.base import SandboxSpec
 from ..sandbox.docker import DockerSandbox
 from ..tasks import Task
+from .diff import is_artifact
 from .export import Tree
 
 TOOLS = Path(__file__).with_name("grader_tools")
@@ -87,6 +88,11 @@ def compose(final: Tree, original: Tree, task: Task) -> tuple[Tree, list[str], l
     tree = dataclasses.replace(final, files=dict(final.files), executable=set(final.executable),
                                symlinks=dict(final.symlinks), dirs=set(final.dirs), skipped=[])
     restored, removed = [], []
+    for path in [p for p in [*tree.files, *tree.symlinks] if is_artifact(p)]:  # stale or planted bytecode never runs
+        tree.files.pop(path, None)
+        tree.symlinks.pop(path, None)
+        tree.executable.discard(path)
+    tree.dirs = {d for d in tree.dirs if not is_artifact(d)}
     held: dict[str, bytes] = {}
     g = task.grader
     if g.tests is not None:
@@ -114,6 +120,10 @@ def compose(final: Tree, original: Tree, task: Task) -> tuple[Tree, list[str], l
             removed.append(path)
             tree.files.pop(path, None)
             tree.symlinks.pop(path, None)
+    for path, target in list(tree.symlinks.items()):  # links leaving the workspace never reach the grader
+        if target.startswith("/") or posixpath.normpath(posixpath.join(posixpath.dirname(path), target)).startswith(".."):
+            del tree.symlinks[path]
+            removed.append(path)
     for path in list(tree.files):  # every parent folder exists
         parent = posixpath.dirname(path)
         while parent and parent not in tree.dirs:
@@ -207,7 +217,7 @@ def _execute(sandbox: DockerSandbox, nodes: list[str], limits: GraderLimits) -> 
     env = {"TRIALBOX_TEST_TIMEOUT": str(int(limits.test_timeout_s)), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
            "PATH": "/usr/local/bin:/usr/bin:/bin"}
     try:
-        res = sandbox.exec(["python3", "-s", "-E", f"{TOOLS_MOUNT}/run_tests.py", OUT, *nodes],
+        res = sandbox.exec(["python3", "-s", "-E", "-B", f"{TOOLS_MOUNT}/run_tests.py", OUT, *nodes],
                            timeout=limits.timeout_s, env=env)
     except SandboxBroken as exc:
         run.oom = exc.reason == "oom"
