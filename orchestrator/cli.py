@@ -7,6 +7,7 @@ traceback) and exits with its code; Ctrl-C exits 130.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -180,10 +181,9 @@ def cmd_regrade(args: argparse.Namespace) -> int:
     from .tasks import load_tasks
 
     paths = _run_paths(args.run)
-    loaded = load_manifest(paths.manifest)
-    # the run's manifest names task folders relative to where it was written: resolve against the original
-    if args.manifest:
-        loaded = load_manifest(Path(args.manifest))
+    # the copy in the run folder names task folders relative to the original's place
+    source = json.loads(paths.source.read_text())["manifest"] if paths.source.exists() else paths.manifest
+    loaded = load_manifest(Path(args.manifest or source))
     changed = regrade_run(paths, loaded, load_tasks(loaded), _connect(), say=lambda line: print(line, flush=True))
     print(f"{changed} verdict(s) changed")
     return 0

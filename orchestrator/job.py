@@ -63,6 +63,7 @@ def open_run(loaded: LoadedManifest, lock: dict[str, Any], out: Path | None) -> 
     else:
         root.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(loaded.path, paths.manifest)
+        paths.source.write_text(json.dumps({"manifest": str(loaded.path)}) + "\n")
         paths.lock.write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
     return paths
 

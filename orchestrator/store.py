@@ -5,6 +5,7 @@
     <run>/
       manifest.yaml          the manifest as run
       lock.json              the lock as run
+      source.json            where the manifest was (its relative paths resolve there)
       results.sqlite         trials, criteria, events index, verdict history
       trials/<trial>/a<attempt>/
         events.jsonl         the host-side event log (hash-chained)
@@ -60,6 +61,11 @@ class RunPaths:
     @property
     def lock(self) -> Path:
         return self.root / "lock.json"
+
+    @property
+    def source(self) -> Path:
+        """Where the manifest was when the run started (its relative paths resolve there)."""
+        return self.root / "source.json"
 
     @property
     def db(self) -> Path:

@@ -1,0 +1,148 @@
+"""`trialbox run`, `show`, `regrade` and `tasks check` from the command line, offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ENV = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+
+
+def cli(*args, cwd, check=None, timeout=600):
+    res = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True, cwd=cwd,
+                         env=ENV, timeout=timeout)
+    if check is not None:
+        assert res.returncode == check, res.stdout + res.stderr
+    return res
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, repo_root, images):
+    root = tmp_path_factory.mktemp("project")
+    for folder in ("tasks", "graders", "images", "examples"):
+        shutil.copytree(repo_root / folder, root / folder, symlinks=True)
+    for lock in (root / "examples").glob("*.lock.json"):
+        lock.unlink()
+    return root
+
+
+@pytest.fixture(scope="module")
+def demo_run(project, repo_root):
+    out = project / "runs" / "demo"
+    res = cli("run", str(project / "examples/offline-demo.yaml"), "--scripted-model",
+              str(project / "examples/scripted-model.yaml"), "--out", str(out), cwd=repo_root, check=0)
+    return out, res
+
+
+def outcomes(run: Path) -> dict[str, str]:
+    db = sqlite3.connect(run / "results.sqlite")
+    try:
+        return {row[0]: row[1] for row in db.execute("SELECT id, outcome FROM trials")}
+    finally:
+        db.close()
+
+
+def test_offline_run_with_every_kind_of_agent(demo_run):
+    run, res = demo_run
+    assert "Traceback" not in res.stderr
+    got = outcomes(run)
+    assert len(got) == 16 and len([line for line in res.stdout.splitlines() if line.startswith("[")]) == 16
+    for r in (0, 1):
+        assert got[f"textkit-slug-unicode/nop/{r}"] == "rejected"
+        assert got[f"textkit-slug-unicode/oracle/{r}"] == "accepted"
+        assert got[f"textkit-slug-unicode/scripted-fix/{r}"] == "accepted"
+        assert got[f"textkit-slug-unicode/claude-scripted/{r}"] == "accepted"
+        assert got[f"ledger-negative-format/oracle/{r}"] == "accepted"
+        assert got[f"ledger-negative-format/claude-scripted/{r}"] == "rejected"
+    assert (run / "manifest.yaml").exists() and json.loads((run / "lock.json").read_text())["lock_version"] == 1
+
+
+def test_show_explains_each_verdict(demo_run, repo_root):
+    run, _ = demo_run
+    for trial in outcomes(run):
+        out = cli("show", str(run), trial, cwd=repo_root, check=0).stdout
+        assert out.startswith(f"trial {trial}: ") and "criteria:" in out and "events (" in out and "intact" in out
+    claude = cli("show", str(run), "ledger-negative-format/claude-scripted/0", cwd=repo_root, check=0).stdout
+    assert "REJECTED — failed: fail_to_pass, abstention" in claude
+    assert "[FAIL] abstention (critical)" in claude and "model      scripted-model-1" in claude
+    missing = cli("show", str(run), "no/such/trial", cwd=repo_root, check=1)
+    assert "no trial 'no/such/trial'" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_rerun_resumes_and_a_drifted_lock_is_refused(demo_run, project, repo_root):
+    run, _ = demo_run
+    again = cli("run", str(project / "examples/offline-demo.yaml"), "--scripted-model",
+                str(project / "examples/scripted-model.yaml"), "--out", str(run), cwd=repo_root, check=0)
+    assert "16 trial(s), 16 already done" in again.stdout and "[1/" not in again.stdout
+    instruction = project / "tasks/textkit-slug-unicode/instruction.md"
+    original = instruction.read_text()
+    instruction.write_text(original + "\nAlso be quick.\n")
+    try:
+        drift = cli("run", str(project / "examples/offline-demo.yaml"), "--out", str(project / "runs/other"),
+                    cwd=repo_root, check=1)
+        assert "tasks.textkit-slug-unicode.task_sha256: locked" in drift.stderr and "Traceback" not in drift.stderr
+        assert not (project / "runs/other").exists()
+    finally:
+        instruction.write_text(original)
+
+
+def test_regrade_uses_the_current_grader_without_rerunning_agents(demo_run, project, repo_root):
+    run, _ = demo_run
+    test = project / "graders/textkit-slug-unicode/tests/test_slug_unicode.py"
+    original = test.read_text()
+    test.write_text(original.replace('"unicode-done"', '"unicode-check-done"'))
+    events_before = {p: p.stat().st_mtime for p in run.rglob("events.jsonl")}
+    try:
+        res = cli("regrade", str(run), "--manifest", str(project / "examples/offline-demo.yaml"), cwd=repo_root, check=0)
+    finally:
+        test.write_text(original)
+    assert "7 verdict(s) changed" not in res.stdout  # sanity on the parse below
+    changed = [line for line in res.stdout.splitlines() if "accepted -> rejected" in line]
+    assert len(changed) == 6 and all("textkit-slug-unicode" in line for line in changed)
+    assert {p: p.stat().st_mtime for p in run.rglob("events.jsonl")} == events_before  # no agent ran again
+    db = sqlite3.connect(run / "results.sqlite")
+    versions = {r[0] for r in db.execute("SELECT grader_version FROM verdicts WHERE trial_id LIKE 'textkit-slug-unicode/%'")}
+    db.close()
+    assert len(versions) == 2 and any("+" in v for v in versions)  # both verdicts kept, each with its grader
+
+
+def test_tasks_check_passes_on_the_samples_and_catches_a_broken_task(project, repo_root):
+    ok = cli("tasks", "check", str(project / "examples/smoke.yaml"), "--replicates", "1", cwd=repo_root, check=0)
+    assert ok.stdout.strip().endswith("task set ok")
+    broken = project.parent / "broken"
+    shutil.copytree(project, broken)
+    for lock in (broken / "examples").glob("*.lock.json"):
+        lock.unlink()
+    shutil.copy(broken / "graders/textkit-slug-unicode/tests/test_slug_unicode.py", broken / "tasks/_repos/textkit/tests/")
+    (broken / "graders/textkit-wrap-long-words/solution.patch").write_text("")
+    bad = cli("tasks", "check", str(broken / "examples/smoke.yaml"), "--replicates", "1", cwd=repo_root, check=1)
+    assert "held-out tests/test_slug_unicode.py is in the repository" in bad.stdout
+    assert "the oracle was not accepted (textkit-wrap-long-words/oracle/0" in bad.stdout
+
+
+def test_a_killed_run_loses_no_finished_trial(project, repo_root):
+    out = project / "runs" / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(project / "examples/smoke.yaml"),
+                             "--out", str(out)], cwd=repo_root, env=ENV, stdout=subprocess.PIPE, text=True)
+    finished = 0
+    deadline = time.monotonic() + 120
+    while finished < 3 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        finished += line.startswith("[")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert finished == 3
+    kept = outcomes(out)
+    assert len(kept) >= 3 and all(v in ("accepted", "rejected") for v in kept.values())
+    resumed = cli("run", str(project / "examples/smoke.yaml"), "--out", str(out), cwd=repo_root, check=0)
+    assert f"28 trial(s), {len(kept)} already done" in resumed.stdout
+    assert len(outcomes(out)) == 28
