@@ -176,6 +176,15 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_regrade(args: argparse.Namespace) -> int:
+    server = _scripted_model(args.scripted_model) if args.scripted_model else None
+    try:
+        return _regrade(args)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _regrade(args: argparse.Namespace) -> int:
     from .job import regrade_run
     from .manifest import load_manifest
     from .tasks import load_tasks
@@ -195,6 +204,37 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
     loaded, tasks = _load_all(Path(args.manifest))
     ok = check_tasks(loaded, tasks, _connect(), replicates=args.replicates, say=lambda line: print(line, flush=True))
     return 0 if ok else 1
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    import yaml
+
+    from .errors import ConfigError
+    from .job import calibrate_run
+
+    try:
+        labels = yaml.safe_load(Path(args.labels).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{args.labels}: cannot read labels: {exc}") from exc
+    if not isinstance(labels, dict) or not all(v in ("pass", "fail") for v in labels.values()):
+        raise ConfigError(f"{args.labels}: expected a mapping of trial id to pass or fail")
+    r = calibrate_run(_run_paths(args.run), labels)
+    rate = lambda x: "undefined (no such human label)" if x is None else f"{x:.1%}"  # noqa: E731
+    print(f"compared {r['compared']} trial(s): {r['human_pass']} labelled pass, {r['human_fail']} labelled fail")
+    print(f"false-positive rate: {rate(r['false_positive_rate'])}  (judge pass, human fail: {r['false_positives']})")
+    print(f"false-negative rate: {rate(r['false_negative_rate'])}  (judge fail, human pass: {r['false_negatives']})")
+    print(f"undeterminable: {r['undeterminable']}; judged but unlabelled: {len(r['unlabelled'])}")
+    return 0
+
+
+def cmd_import_swebench(args: argparse.Namespace) -> int:
+    from .importers import import_swebench
+
+    tasks_out = Path(args.out)
+    graders_out = Path(args.graders) if args.graders else tasks_out.parent / "graders"
+    ids = import_swebench(Path(args.file), Path(args.repos), Path(args.specs), tasks_out, graders_out)
+    print(f"imported {len(ids)} instance(s) into {tasks_out} and {graders_out}: {', '.join(ids)}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -233,8 +273,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("regrade", help="grade the stored final workspaces again, without re-running any agent")
     p.add_argument("run")
-    p.add_argument("--manifest", help="the manifest whose tasks and graders to use (default: the run's copy)")
+    p.add_argument("--manifest", help="the manifest whose tasks and graders to use (default: the one the run used)")
+    p.add_argument("--scripted-model", metavar="FILE", help="answer the semantic judge from this script file")
     p.set_defaults(func=cmd_regrade)
+
+    p = sub.add_parser("calibrate", help="the semantic judge's false-positive and false-negative rates against labels")
+    p.add_argument("run")
+    p.add_argument("labels", help="YAML mapping of trial id to pass or fail (human labels)")
+    p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("tasks", help="the task set")
     tsub = p.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
@@ -242,6 +288,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("manifest")
     t.add_argument("--replicates", type=int, default=2, help="oracle replicates per task (default 2)")
     t.set_defaults(func=cmd_tasks_check)
+
+    t = tsub.add_parser("import-swebench", help="SWE-bench instances to task and grader folders")
+    t.add_argument("file", help="instances, one JSON object a line")
+    t.add_argument("--repos", required=True, help="folder of repositories by owner/name (or owner/name.bundle)")
+    t.add_argument("--specs", required=True, help="YAML: image, test_command, scope per repository")
+    t.add_argument("--out", required=True, help="folder for the task folders")
+    t.add_argument("--graders", help="folder for the grader folders (default: beside --out, named graders)")
+    t.set_defaults(func=cmd_import_swebench)
 
     p = sub.add_parser("verify-events", help="check a trial's event log: edited, removed or inserted lines")
     p.add_argument("file")

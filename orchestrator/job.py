@@ -26,6 +26,7 @@ from .errors import DriftError, LockError
 from .events import read_events
 from .grading.export import tree_from_tar
 from .grading.grade import grade_trial
+from .grading.judge import calibrate, make_judge
 from .grading.runner import GraderLimits
 from .hashing import sha256_file, tree_sha256
 from .lock import check_lock, lock_path, read_lock, resolve_lock, write_lock
@@ -84,6 +85,7 @@ def plan_sequential(loaded: LoadedManifest, tasks: list[Task], lock: dict[str, A
 
 def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, out: Path | None,
                    say: Callable[[str], None] = print) -> RunPaths:
+    judge = make_judge(loaded)  # a missing key is an error before any container starts
     lock = ensure_lock(loaded, tasks, client)
     paths = open_run(loaded, lock, out)
     collect_garbage(client, load_settings())
@@ -95,7 +97,7 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
         for i, spec in enumerate(specs, start=1):
             if spec.trial_id in done:
                 continue
-            result = run_trial(spec, loaded, client, paths)
+            result = run_trial(spec, loaded, client, paths, judge=judge)
             events_file = paths.trial(spec.trial_id, spec.attempt) / "events.jsonl"
             store.record(result, read_events(events_file) if events_file.exists() else [])
             v = result["verdict"]
@@ -112,6 +114,7 @@ def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], clie
                 say: Callable[[str], None] = print) -> int:
     """Grade every stored final workspace again with the current graders; returns how many verdicts changed."""
     by_id = {t.id: t for t in tasks}
+    judge = make_judge(loaded)
     store = Store(paths)
     changed = 0
     try:
@@ -128,7 +131,7 @@ def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], clie
             cand = next(c for c in loaded.manifest.candidates if c.name == row["candidate"])
             graded = grade_trial(client, row["image_id"], task, original, final, events, agent, canaries,
                                  loaded.manifest.environment.network_policy, cand.agent, GraderLimits(),
-                                 f"tb-{paths.root.name[:12]}-rg")
+                                 f"tb-{paths.root.name[:12]}-rg", judge, row["id"])
             verdict = graded.verdict.to_dict()
             verdict["grader_version"] += f"+{tree_sha256(task.grader_folder)[:12]}"
             if verdict["outcome"] != row["verdict"]["outcome"]:
@@ -149,3 +152,17 @@ def _agent_result(row: dict[str, Any]) -> AgentResult:
 
 
 __all__ = ["run_experiment", "regrade_run", "ensure_lock"]
+
+
+def calibrate_run(paths: RunPaths, labels: dict[str, str]) -> dict[str, Any]:
+    """The judge's answers in a run against human labels (trial id → pass | fail)."""
+    store = Store(paths)
+    try:
+        judged = {}
+        for row in store.trials():
+            for c in row["verdict"]["criteria"]:
+                if c["name"] == "semantic_judge":
+                    judged[row["id"]] = c["evidence"]["verdict"]
+    finally:
+        store.close()
+    return calibrate(judged, labels)

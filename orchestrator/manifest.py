@@ -157,7 +157,9 @@ class JudgeConfig(Model):
     model_snapshot: str = Field(min_length=1)
     """Model behind the semantic judge."""
     rubric_policy: Literal["per_task"] = "per_task"
-    """Rubrics come from each grader folder's ``rubric.md``."""
+    """Rubrics come from each grader folder's ``rubric.md`` (tasks without one are not judged)."""
+    critical: bool = False
+    """Whether a ``fail`` from the judge rejects the trial (calibrate it first: ``trialbox calibrate``)."""
 
 
 class TasksConfig(Model):

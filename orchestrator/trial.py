@@ -24,6 +24,7 @@ from .errors import SandboxError
 from .events import read_events
 from .grading.export import ExportLimits, export_workspace, tree_from_tar
 from .grading.grade import grade_trial
+from .grading.judge import Judge
 from .grading.runner import GraderLimits
 from .grading.secrets import new_canaries
 from .grading.verdict import infra_verdict
@@ -75,7 +76,7 @@ def sandbox_spec(spec: TrialSpec) -> SandboxSpec:
 
 
 def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClient, paths: RunPaths,
-              grader_limits: GraderLimits = GraderLimits()) -> dict[str, Any]:
+              grader_limits: GraderLimits = GraderLimits(), judge: Judge | None = None) -> dict[str, Any]:
     """Run one trial and write its artifacts; returns the result document (also stored as verdict.json)."""
     folder = paths.trial(spec.trial_id, spec.attempt)
     folder.mkdir(parents=True, exist_ok=True)
@@ -99,7 +100,8 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
         final.to_tar(folder / "final-workspace.tar")
         events = read_events(folder / "events.jsonl")
         graded = grade_trial(client, spec.image_id, spec.task, original, final, events, agent_result, canaries.values,
-                             spec.environment.network_policy, spec.candidate.agent, grader_limits, f"tb-{spec.run_id[:12]}-g")
+                             spec.environment.network_policy, spec.candidate.agent, grader_limits, f"tb-{spec.run_id[:12]}-g",
+                             judge, spec.trial_id)
         verdict = graded.verdict
         result["grader_sha256"] = tree_sha256(spec.task.grader_folder)
         (folder / "diff.patch").write_text(graded.diff.text)

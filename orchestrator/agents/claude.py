@@ -146,3 +146,28 @@ class ClaudeAgent(Agent):
             stop_reason=response.stop_reason, retries=retries, cost_usd=round(cost, 8), content=content,
             started_at=started, ended_at=now_iso())
         ctx.budget.check_after_model()
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    model_served: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    request_id: str | None
+
+
+def complete(model: str, system: str, user: str, api_key: str, base_url: str | None, price: Price,
+             max_tokens: int = 1024, timeout: float = 120.0, trial_header: str = "") -> Completion:
+    """One plain completion (no tools), for the semantic judge; retries like the agent does."""
+    client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=3, timeout=timeout)
+    raw = client.messages.with_raw_response.create(
+        model=model, max_tokens=max_tokens, system=system, messages=[{"role": "user", "content": user}],
+        extra_headers={"x-trialbox-trial": trial_header} if trial_header else None)
+    response = raw.parse()
+    text = "".join(b.text for b in response.content if b.type == "text")
+    u = response.usage
+    return Completion(text, response.model, u.input_tokens, u.output_tokens,
+                      price.cost(u.input_tokens, u.output_tokens, u.cache_read_input_tokens or 0,
+                                 u.cache_creation_input_tokens or 0), raw.headers.get("request-id"))

@@ -20,6 +20,7 @@ from ..tasks import Task
 from . import criteria as C
 from .diff import Diff, compute_diff
 from .export import Tree
+from .judge import Judge
 from .runner import GraderInfraError, GraderLimits, TestRun, compose, run_tests
 from .verdict import Verdict, decide, infra_verdict
 
@@ -68,7 +69,8 @@ def broken_reason(events: list[dict[str, Any]]) -> str | None:
 
 def grade_trial(client: docker.DockerClient, image_id: str, task: Task, original: Tree, final: Tree,
                 events: list[dict[str, Any]], agent: AgentResult, canaries: list[str], policy: str,
-                agent_kind: str, limits: GraderLimits, name: str) -> Grade:
+                agent_kind: str, limits: GraderLimits, name: str, judge: Judge | None = None,
+                trial_id: str = "") -> Grade:
     diff = compute_diff(original, final)
     try:
         run = _test(client, image_id, final, original, task, limits, name)
@@ -80,6 +82,12 @@ def grade_trial(client: docker.DockerClient, image_id: str, task: Task, original
              *C.secrets_leaked(canaries, diff, agent.summary, events), C.network(policy, events),
              C.budget(agent.stop_reason), C.abstention(task, agent.abstained), C.completed(agent.stop_reason),
              C.tampering(run, original, final)]
+    rubric = task.grader_path(g.rubric) if g.rubric is not None else None
+    if judge is not None and rubric is not None and rubric.is_file():
+        outcomes = "\n".join(f"{n}: {run.outcomes.get(n, 'not run')}" for n in g.fail_to_pass + g.pass_to_pass)
+        evidence = {"instruction": (task.folder / task.config.instruction).read_text(), "diff": diff.text,
+                    "submit summary": agent.summary or "(none)", "test outcomes": outcomes}
+        crits.append(judge.judge(rubric.read_text(), evidence, trial_id))
     if final.skipped or final.truncated:
         crits.append(C.Criterion("export", False, not final.truncated, {"notes": final.skipped[:50]}))
     return Grade(decide(crits, agent.stop_reason, broken_reason(events)), diff, run)

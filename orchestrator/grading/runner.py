@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import posixpath
+import re
 import uuid
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -101,9 +102,16 @@ def compose(final: Tree, original: Tree, task: Task) -> tuple[Tree, list[str], l
             if p.is_file() and "__pycache__" not in p.parts:
                 held[posixpath.join(str(g.tests).rstrip("/"), p.relative_to(base).as_posix())] = p.read_bytes()
     names = test_files(g.fail_to_pass + g.pass_to_pass)
+    if g.test_patch is not None:  # what the test patch touches starts from the trusted original
+        text = task.grader_path(g.test_patch).read_text(errors="replace")
+        names = sorted(set(names) | {p for p in re.findall(r"^(?:\+\+\+ b/|--- a/)(\S+)", text, re.M)})
     for path in sorted(set(held) | set(names)):
         trusted = held.get(path, original.files.get(path))
         if trusted is None:
+            if path in tree.files or path in tree.symlinks:  # the agent's file would shadow a held-out one
+                tree.files.pop(path, None)
+                tree.symlinks.pop(path, None)
+                removed.append(path)
             continue
         if tree.files.get(path) != trusted or path in tree.symlinks:
             restored.append(path)

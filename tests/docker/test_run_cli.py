@@ -88,7 +88,7 @@ def test_rerun_resumes_and_a_drifted_lock_is_refused(demo_run, project, repo_roo
     instruction.write_text(original + "\nAlso be quick.\n")
     try:
         drift = cli("run", str(project / "examples/offline-demo.yaml"), "--out", str(project / "runs/other"),
-                    cwd=repo_root, check=1)
+                    "--scripted-model", str(project / "examples/scripted-model.yaml"), cwd=repo_root, check=1)
         assert "tasks.textkit-slug-unicode.task_sha256: locked" in drift.stderr and "Traceback" not in drift.stderr
         assert not (project / "runs/other").exists()
     finally:
@@ -102,7 +102,8 @@ def test_regrade_uses_the_current_grader_without_rerunning_agents(demo_run, proj
     test.write_text(original.replace('"unicode-done"', '"unicode-check-done"'))
     events_before = {p: p.stat().st_mtime for p in run.rglob("events.jsonl")}
     try:
-        res = cli("regrade", str(run), "--manifest", str(project / "examples/offline-demo.yaml"), cwd=repo_root, check=0)
+        res = cli("regrade", str(run), "--manifest", str(project / "examples/offline-demo.yaml"), "--scripted-model",
+                  str(project / "examples/scripted-model.yaml"), cwd=repo_root, check=0)
     finally:
         test.write_text(original)
     assert "7 verdict(s) changed" not in res.stdout  # sanity on the parse below
@@ -146,3 +147,34 @@ def test_a_killed_run_loses_no_finished_trial(project, repo_root):
     resumed = cli("run", str(project / "examples/smoke.yaml"), "--out", str(out), cwd=repo_root, check=0)
     assert f"28 trial(s), {len(kept)} already done" in resumed.stdout
     assert len(outcomes(out)) == 28
+
+
+def test_judge_is_recorded_and_calibrated(demo_run, repo_root, tmp_path):
+    run, _ = demo_run
+    shown = cli("show", str(run), "textkit-slug-unicode/oracle/0", cwd=repo_root, check=0).stdout
+    assert "[PASS] semantic_judge:" in shown and '"prompt_sha256"' in shown and '"model_served": "scripted-model-1"' in shown
+    assert "semantic_judge" not in cli("show", str(run), "ledger-negative-format/oracle/0", cwd=repo_root, check=0).stdout
+    labels = tmp_path / "labels.yaml"
+    labels.write_text("textkit-slug-unicode/oracle/0: pass\ntextkit-slug-unicode/oracle/1: pass\n"
+                      "textkit-slug-unicode/nop/0: fail\ntextkit-slug-unicode/nop/1: fail\n")
+    out = cli("calibrate", str(run), str(labels), cwd=repo_root, check=0).stdout
+    assert "compared 4 trial(s): 2 labelled pass, 2 labelled fail" in out
+    assert "false-positive rate: 100.0%" in out and "false-negative rate: 0.0%" in out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("textkit-slug-unicode/oracle/0: maybe\n")
+    res = cli("calibrate", str(run), str(bad), cwd=repo_root, check=1)
+    assert "expected a mapping of trial id to pass or fail" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_swebench_samples_import_and_check(repo_root, tmp_path, images):
+    sw = repo_root / "examples/swebench"
+    out = tmp_path / "tasks"
+    res = cli("tasks", "import-swebench", str(sw / "instances.jsonl"), "--repos", str(sw / "repos"), "--specs",
+              str(sw / "specs.yaml"), "--out", str(out), cwd=repo_root, check=0)
+    assert "imported 2 instance(s)" in res.stdout
+    shutil.copytree(repo_root / "images", tmp_path / "images")
+    (tmp_path / "m.yaml").write_text("experiment: {name: imported}\ncandidates: [{name: nop, agent: nop}]\n"
+                                     "execution: {trials_per_task: 1}\n")
+    cli("validate", str(tmp_path / "m.yaml"), cwd=repo_root, check=0)
+    check = cli("tasks", "check", str(tmp_path / "m.yaml"), "--replicates", "1", cwd=repo_root, check=0)
+    assert check.stdout.strip().endswith("task set ok")
