@@ -206,6 +206,23 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from .manifest import load_manifest
+    from .report import GATE, build_report, terminal, to_json
+    from .tasks import load_tasks
+
+    paths = _run_paths(args.run)
+    source = json.loads(paths.source.read_text())["manifest"] if paths.source.exists() else paths.manifest
+    loaded = load_manifest(Path(source))
+    tasks = load_tasks(loaded)
+    planned = len(json.loads((paths.root / "plan.json").read_text())["trials"]) if (paths.root / "plan.json").exists() \
+        else len(tasks) * len(loaded.manifest.candidates) * loaded.manifest.execution.trials_per_task
+    report = build_report(paths, loaded.manifest, {t.id: t.config.difficulty for t in tasks},
+                          {t.id: t.cluster for t in tasks}, planned)
+    print(to_json(report) if args.json else terminal(report))
+    return GATE[report["adoption"]["decision"]] if args.gate else 0
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     import yaml
 
@@ -276,6 +293,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--manifest", help="the manifest whose tasks and graders to use (default: the one the run used)")
     p.add_argument("--scripted-model", metavar="FILE", help="answer the semantic judge from this script file")
     p.set_defaults(func=cmd_regrade)
+
+    p = sub.add_parser("report", help="metrics with intervals, comparisons and the adoption decision")
+    p.add_argument("run")
+    p.add_argument("--json", action="store_true", help="the results document (schemas/report.schema.json)")
+    p.add_argument("--gate", action="store_true", help="exit 0 on ADOPT, 1 on REJECT, 3 otherwise")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("calibrate", help="the semantic judge's false-positive and false-negative rates against labels")
     p.add_argument("run")

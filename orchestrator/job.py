@@ -31,12 +31,13 @@ from .grading.runner import GraderLimits
 from .hashing import sha256_file, tree_sha256
 from .lock import check_lock, lock_path, read_lock, resolve_lock, write_lock
 from .manifest import LoadedManifest
+from .plan import arrangement, plan
 from .repos import materialize
 from .sandbox.gc import collect_garbage
 from .settings import load_settings
 from .store import RunPaths, Store
 from .tasks import Task
-from .trial import TrialSpec, run_trial, trial_id
+from .trial import TrialSpec, run_trial
 
 
 def ensure_lock(loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient) -> dict[str, Any]:
@@ -69,18 +70,18 @@ def open_run(loaded: LoadedManifest, lock: dict[str, Any], out: Path | None) -> 
     return paths
 
 
-def plan_sequential(loaded: LoadedManifest, tasks: list[Task], lock: dict[str, Any], run_id: str) -> list[TrialSpec]:
+def trial_specs(loaded: LoadedManifest, tasks: list[Task], lock: dict[str, Any], run_id: str) -> list[TrialSpec]:
+    """The run's trials in the order ``plan`` gives (counterbalanced blocks unless sequential)."""
     m = loaded.manifest
     ex = m.execution
     limits = BudgetLimits(ex.deadline_seconds, ex.max_tool_calls, ex.max_total_tokens, ex.max_cost_usd)
-    specs = []
-    for task in tasks:
-        image_id = lock["images"][task.config.image]["image_id"]
-        for replicate in range(ex.trials_per_task):
-            for cand in m.candidates:
-                specs.append(TrialSpec(trial_id(task.id, cand.name, replicate), run_id, task, cand, replicate,
-                                       image_id, m.environment, limits))
-    return specs
+    by_task = {t.id: t for t in tasks}
+    by_name = {c.name: c for c in m.candidates}
+    planned = plan([t.id for t in tasks], [c.name for c in m.candidates], ex.trials_per_task, m.experiment.seed,
+                   ex.order)
+    return [TrialSpec(p.trial_id, run_id, by_task[p.task], by_name[p.candidate], p.replicate,
+                      lock["images"][by_task[p.task].config.image]["image_id"], m.environment, limits)
+            for p in planned]
 
 
 def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, out: Path | None,
@@ -92,7 +93,13 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
     store = Store(paths)
     try:
         done = store.done()
-        specs = plan_sequential(loaded, tasks, lock, paths.root.name)
+        specs = trial_specs(loaded, tasks, lock, paths.root.name)
+        plan_file = paths.root / "plan.json"
+        if not plan_file.exists():
+            plan_file.write_text(json.dumps({"order": loaded.manifest.execution.order,
+                                             **arrangement([c.name for c in loaded.manifest.candidates],
+                                                           loaded.manifest.experiment.seed),
+                                             "trials": [s.trial_id for s in specs]}, indent=1) + "\n")
         say(f"run {paths.root}: {len(specs)} trial(s), {len(done)} already done")
         for i, spec in enumerate(specs, start=1):
             if spec.trial_id in done:

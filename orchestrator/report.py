@@ -1,0 +1,226 @@
+"""The report: metrics per candidate, paired comparisons and the adoption decision.
+
+``build_report`` turns a run folder into the results document of DESIGN.md
+(``schemas/report.schema.json``); ``terminal`` prints it for people;
+``decision_exit_code`` serves ``--gate``. Exclusions are only the outcome kinds
+the manifest declared, reported with both denominators; infrastructure errors
+are always shown. A report on an unfinished run is provisional and decides
+nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from typing import Any
+
+from .manifest import Manifest
+from .stats import (few_clusters_warning, mean_interval, paired_difference, pass_at_k, pass_hat_k, quantile,
+                    ratio_interval, sample_size_hint)
+from .store import RunPaths, Store
+
+SCHEMA_VERSION = 1
+GATE = {"ADOPT": 0, "REJECT": 1, "INCONCLUSIVE": 3, "NONE": 3}
+
+
+def _task_metric(metric: str, n: int, c: int, k: int) -> float | None:
+    if metric == "pass_at_k":
+        return pass_at_k(n, c, k)
+    if metric == "pass_hat_k":
+        return pass_hat_k(n, c, k)
+    return c / n if n else None
+
+
+def _per_task(rows: list[dict], exclusions: set[str]) -> dict[str, tuple[int, int]]:
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for r in rows:
+        if r["verdict"]["outcome"] in exclusions:
+            continue
+        counts[r["task"]][0] += 1
+        counts[r["task"]][1] += int(r["verdict"]["accepted"])
+    return {t: (n, c) for t, (n, c) in counts.items()}
+
+
+def _metric(metric: str, k: int, per_task: dict[str, tuple[int, int]], cluster_of: dict[str, str],
+            confidence: float, seed: int) -> dict[str, Any]:
+    values = {t: _task_metric(metric, n, c, k) for t, (n, c) in per_task.items()}
+    defined = {t: v for t, v in values.items() if v is not None}
+    if not defined:
+        return {"value": None, "interval": None, "reason": f"fewer than {k} trial(s) on every task"}
+    est = mean_interval(list(defined.values()), [cluster_of[t] for t in defined], confidence, seed=seed).to_dict()
+    if len(defined) < len(values):
+        est["tasks_without_k_trials"] = sorted(set(values) - set(defined))
+    return est
+
+
+def _candidate(rows: list[dict], m: Manifest, cluster_of: dict[str, str], difficulty: dict[str, str]) -> dict[str, Any]:
+    a = m.analysis
+    exclusions = set(a.exclusions)
+    kept = [r for r in rows if r["verdict"]["outcome"] not in exclusions]
+    per_task = _per_task(rows, exclusions)
+    accepted = [r for r in kept if r["verdict"]["accepted"]]
+    failed = [r for r in kept if not r["verdict"]["accepted"]]
+    out: dict[str, Any] = {
+        "n_trials": len(rows), "n_trials_in_denominator": len(kept), "n_accepted": len(accepted),
+        "acceptance_rate": len(accepted) / len(kept) if kept else None,
+        "acceptance_rate_all_trials": len(accepted) / len(rows) if rows else None,
+        "excluded": dict(sorted(_count(r["verdict"]["outcome"] for r in rows if r["verdict"]["outcome"] in exclusions).items())),
+        "infra_errors": sum(r["verdict"]["outcome"] == "infra_error" for r in rows),
+        "outcomes": dict(sorted(_count(_label(r) for r in rows).items())),
+    }
+    for metric in ("pass_at_k", "pass_hat_k"):
+        out[metric] = {str(k): _metric(metric, k, per_task, cluster_of, a.confidence, m.experiment.seed) for k in a.k}
+    tasks = sorted(per_task)
+    cost = ratio_interval([sum(r.get("cost_usd") or 0 for r in rows if r["task"] == t) for t in tasks],
+                          [per_task[t][1] for t in tasks], [cluster_of[t] for t in tasks], a.confidence,
+                          seed=m.experiment.seed)
+    out["cost_usd_total"] = round(sum(r.get("cost_usd") or 0 for r in rows), 6)
+    out["cost_per_accepted_usd"] = cost.to_dict()
+    durations = [r.get("duration_s") or 0 for r in rows]
+    out["latency_p50_s"], out["latency_p95_s"] = quantile(durations, 0.5), quantile(durations, 0.95)
+    out["time_to_abandon_p50_s"] = quantile([r.get("duration_s") or 0 for r in failed], 0.5)
+    out["interventions"] = sum(r.get("interventions") or 0 for r in rows)
+    out["coverage"] = 1 - sum(bool(r.get("abstained")) for r in rows) / len(rows) if rows else None
+    n = len(rows) or 1
+    out["efficiency"] = {"tool_calls": sum(r.get("tool_calls") or 0 for r in rows) / n,
+                         "model_calls": sum(r.get("model_calls") or 0 for r in rows) / n,
+                         **{f"{k}_tokens": sum((r.get("tokens") or {}).get(k, 0) for r in rows) / n
+                            for k in ("input", "output", "cache_read", "cache_write")}}
+    out["by_difficulty"] = {}
+    for level in ("easy", "medium", "hard"):
+        sub = [r for r in kept if difficulty.get(r["task"]) == level]
+        if sub:
+            out["by_difficulty"][level] = {"n_trials": len(sub), "acceptance_rate": sum(r["verdict"]["accepted"] for r in sub) / len(sub)}
+    return out
+
+
+def _count(items) -> dict[str, int]:
+    c: dict[str, int] = defaultdict(int)
+    for i in items:
+        c[i] += 1
+    return c
+
+
+def _label(r: dict) -> str:
+    v = r["verdict"]
+    return f"{v['outcome']}({v['kind']})" if v.get("kind") else v["outcome"]
+
+
+def _per_task_values(rows: list[dict], m: Manifest) -> dict[str, float]:
+    metric, k = m.analysis.primary_metric, m.analysis.k[0]
+    per_task = _per_task(rows, set(m.analysis.exclusions))
+    return {t: v for t, (n, c) in per_task.items() if (v := _task_metric(metric, n, c, k)) is not None}
+
+
+def _adoption(report: dict[str, Any], by_cand: dict[str, list[dict]], m: Manifest, cluster_of: dict[str, str]) -> dict[str, Any]:
+    rule = m.analysis.adoption
+    if rule is None:
+        return {"decision": "NONE", "reasons": ["no adoption rule was declared"]}
+    if report["run"]["provisional"]:
+        return {"decision": "NONE", "reasons": ["the run is unfinished: the report is provisional and decides nothing"]}
+    comp = next(c for c in report["comparisons"] if c["candidate"] == rule.candidate and c["baseline"] == rule.baseline)
+    diff, reasons = comp["difference"], []
+    blocked = sorted({c["name"] for r in by_cand[rule.candidate] for c in r["verdict"]["criteria"]
+                      if c["name"] in rule.blocking_criteria and not c["passed"]})
+    cost = report["candidates"][rule.candidate]["cost_per_accepted_usd"]
+    bound = rule.max_cost_per_accepted_usd
+    reject, adopt = [], []
+    if diff["interval"] is None:
+        reasons.append("the difference has no interval")
+    elif diff["interval"][1] < rule.min_delta:
+        reject.append(f"the difference's interval {diff['interval']} lies below min_delta {rule.min_delta}")
+    elif diff["interval"][0] > rule.min_delta:
+        adopt.append(f"the difference's interval {diff['interval']} lies above min_delta {rule.min_delta}")
+    else:
+        reasons.append(f"the difference's interval {diff['interval']} contains min_delta {rule.min_delta}")
+    if bound is not None:
+        if cost["interval"] is None:
+            reasons.append("the cost per accepted run has no interval")
+        elif cost["interval"][0] > bound:
+            reject.append(f"the cost per accepted interval {cost['interval']} lies above {bound}")
+        elif cost["interval"][1] < bound:
+            adopt.append(f"the cost per accepted interval {cost['interval']} lies below {bound}")
+        else:
+            reasons.append(f"the cost per accepted interval {cost['interval']} contains {bound}")
+    if blocked:
+        reject.append(f"blocking criteria failed in some trial: {blocked}")
+    if reject:
+        return {"decision": "REJECT", "reasons": reject + reasons}
+    needed = 1 + (bound is not None)
+    if len(adopt) == needed:
+        return {"decision": "ADOPT", "reasons": adopt}
+    return {"decision": "INCONCLUSIVE", "reasons": reasons + adopt}
+
+
+def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], cluster: dict[str, str],
+                 planned: int) -> dict[str, Any]:
+    store = Store(paths)
+    try:
+        rows = store.trials()
+    finally:
+        store.close()
+    cluster_of = cluster if m.analysis.cluster_by == "cluster" else {t: t for t in cluster}
+    by_cand = {c.name: [r for r in rows if r["candidate"] == c.name] for c in m.candidates}
+    report: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "run": {"id": paths.root.name, "lock_sha256": hashlib.sha256(paths.lock.read_bytes()).hexdigest(),
+                "provisional": len(rows) < planned, "planned_trials": planned, "finished_trials": len(rows),
+                "started_at": min((r.get("started_at") or "" for r in rows), default=None),
+                "finished_at": max((r.get("finished_at") or "" for r in rows), default=None)},
+        "confidence": m.analysis.confidence, "primary_metric": f"{m.analysis.primary_metric}@{m.analysis.k[0]}",
+        "warnings": [w for w in [few_clusters_warning(list({cluster_of[t] for t in cluster_of}))] if w],
+        "candidates": {name: _candidate(rs, m, cluster_of, difficulty) for name, rs in by_cand.items()},
+        "comparisons": [], "trials": [_trial(r, m) for r in rows]}
+    baseline = m.analysis.adoption.baseline if m.analysis.adoption else m.candidates[0].name
+    base = _per_task_values(by_cand[baseline], m)
+    for c in m.candidates:
+        if c.name == baseline:
+            continue
+        cand = _per_task_values(by_cand[c.name], m)
+        tasks = sorted(set(base) & set(cand))
+        diff = paired_difference([cand[t] for t in tasks], [base[t] for t in tasks], [cluster_of[t] for t in tasks],
+                                 m.analysis.confidence, seed=m.experiment.seed)
+        cb, cc = (report["candidates"][n]["cost_per_accepted_usd"]["value"] for n in (baseline, c.name))
+        report["comparisons"].append({
+            "baseline": baseline, "candidate": c.name, "metric": report["primary_metric"], "paired_tasks": len(tasks),
+            "difference": diff.to_dict() if tasks else {"value": None, "interval": None, "reason": "no task in common"},
+            "cost_per_accepted_difference_usd": (cc - cb) if cb is not None and cc is not None else None,
+            "sample_size_hint": (sample_size_hint([cand[t] - base[t] for t in tasks], m.analysis.min_effect,
+                                                  m.analysis.confidence) if m.analysis.min_effect else None)})
+    report["adoption"] = _adoption(report, by_cand, m, cluster_of) if rows else {"decision": "NONE", "reasons": ["no trial"]}
+    return report
+
+
+def _trial(r: dict, m: Manifest) -> dict[str, Any]:
+    v = r["verdict"]
+    return {"id": r["id"], "task": r["task"], "candidate": r["candidate"], "replicate": r["replicate"],
+            "retries": r.get("retries", 0), "outcome": _label(r), "reasons": v["reasons"], "cost_usd": r.get("cost_usd"),
+            "duration_s": r.get("duration_s"), "excluded": v["outcome"] in m.analysis.exclusions}
+
+
+def terminal(report: dict[str, Any]) -> str:
+    lines = [f"run {report['run']['id']}: {report['run']['finished_trials']}/{report['run']['planned_trials']} trials"
+             + ("  (PROVISIONAL: unfinished)" if report["run"]["provisional"] else "")]
+    lines += [f"warning: {w}" for w in report["warnings"]]
+    fmt = lambda e: ("n/a" if e["value"] is None else f"{e['value']:.3f}" + (  # noqa: E731
+        f" [{e['interval'][0]:.3f}, {e['interval'][1]:.3f}]" if e.get("interval") else ""))
+    for name, c in report["candidates"].items():
+        lines.append(f"{name}: {c['n_accepted']}/{c['n_trials_in_denominator']} accepted"
+                     + (f" (of {c['n_trials']} trials; excluded {c['excluded']})" if c["excluded"] else "")
+                     + f", infra errors {c['infra_errors']}")
+        for k, e in c["pass_at_k"].items():
+            lines.append(f"    pass@{k} {fmt(e)}   pass^{k} {fmt(c['pass_hat_k'][k])}")
+        lines.append(f"    cost ${c['cost_usd_total']:.4f}, per accepted run {fmt(c['cost_per_accepted_usd'])}"
+                     f"; latency p50 {c['latency_p50_s'] or 0:.1f}s p95 {c['latency_p95_s'] or 0:.1f}s")
+    for comp in report["comparisons"]:
+        lines.append(f"{comp['candidate']} − {comp['baseline']} ({comp['metric']}, {comp['paired_tasks']} paired tasks): "
+                     f"{fmt(comp['difference'])}" + (f"; sample-size hint {comp['sample_size_hint']} tasks"
+                                                     if comp.get("sample_size_hint") else ""))
+    a = report["adoption"]
+    lines.append(f"decision: {a['decision']}" + "".join(f"\n    {r}" for r in a["reasons"]))
+    return "\n".join(lines)
+
+
+def to_json(report: dict[str, Any]) -> str:
+    return json.dumps(report, indent=2, default=str)

@@ -1,0 +1,102 @@
+"""The report and the adoption rule on constructed results."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from orchestrator.manifest import Manifest
+from orchestrator.report import GATE, build_report
+from orchestrator.store import RunPaths, Store
+
+TASKS = [f"t{i:02d}" for i in range(30)]
+
+
+def manifest(**adoption) -> Manifest:
+    return Manifest.model_validate({
+        "experiment": {"name": "r", "seed": 3},
+        "candidates": [{"name": "base", "agent": "nop"}, {"name": "new", "agent": "nop"}],
+        "execution": {"trials_per_task": 3},
+        "analysis": {"k": [1, 3], "primary_metric": "acceptance_rate", "exclusions": ["infra_error"],
+                     "adoption": {"baseline": "base", "candidate": "new", **adoption}}})
+
+
+def write_run(tmp_path, p_base, p_new, cost_new=0.1, blocking_fail=False, finished=None, infra=0, identical=False):
+    paths = RunPaths(tmp_path / "run")
+    store = Store(paths)
+    paths.lock.write_text("{}")
+    rng = random.Random(1)
+    rows, draws = [], {}
+    for t in TASKS:
+        for cand, p, cost in (("base", p_base, 0.1), ("new", p_new, cost_new)):
+            for r in range(3):
+                draw = rng.random()
+                ok = (draws.setdefault((t, r), draw) if identical else draw) < p
+                crit = [{"name": "secrets", "critical": True, "passed": not (blocking_fail and cand == "new" and t == "t00"),
+                         "evidence": {}}]
+                outcome = "accepted" if ok else "rejected"
+                if infra and cand == "new" and r == 0 and t < f"t{infra:02d}":
+                    outcome, ok = "infra_error", False
+                rows.append({"id": f"{t}/{cand}/{r}", "task": t, "candidate": cand, "replicate": r, "attempt": 1,
+                             "retries": 0, "cost_usd": cost, "duration_s": 10.0 + r,
+                             "verdict": {"outcome": outcome, "kind": "sandbox" if outcome == "infra_error" else None,
+                                         "accepted": ok, "reasons": [], "criteria": crit, "grader_version": "g"}})
+    for row in rows[: finished if finished is not None else len(rows)]:
+        store.record(row, [])
+    store.close()
+    return paths
+
+
+def decide(tmp_path, m, **kw):
+    paths = write_run(tmp_path, **kw)
+    report = build_report(paths, m, {t: "easy" for t in TASKS}, {t: t for t in TASKS}, len(TASKS) * 6)
+    return report, report["adoption"]
+
+
+def test_adopt(tmp_path):
+    report, a = decide(tmp_path, manifest(min_delta=0.1), p_base=0.3, p_new=0.9)
+    assert a["decision"] == "ADOPT" and GATE[a["decision"]] == 0
+    diff = report["comparisons"][0]["difference"]
+    assert diff["interval"][0] > 0.1 and report["comparisons"][0]["paired_tasks"] == 30
+
+
+def test_reject_on_the_difference(tmp_path):
+    _, a = decide(tmp_path, manifest(min_delta=0.0), p_base=0.9, p_new=0.3)
+    assert a["decision"] == "REJECT" and GATE["REJECT"] == 1 and "below min_delta" in a["reasons"][0]
+
+
+def test_inconclusive(tmp_path):
+    report, a = decide(tmp_path, manifest(min_delta=0.0), p_base=0.5, p_new=0.5, identical=True)
+    assert report["comparisons"][0]["difference"]["value"] == 0.0
+    assert a["decision"] == "INCONCLUSIVE" and GATE["INCONCLUSIVE"] == 3
+
+
+def test_blocking_criterion_rejects(tmp_path):
+    _, a = decide(tmp_path, manifest(min_delta=0.1, blocking_criteria=["secrets"]), p_base=0.3, p_new=0.9,
+                  blocking_fail=True)
+    assert a["decision"] == "REJECT" and any("blocking criteria failed" in r for r in a["reasons"])
+
+
+def test_cost_bound(tmp_path):
+    _, a = decide(tmp_path, manifest(min_delta=0.1, max_cost_per_accepted_usd=0.5), p_base=0.3, p_new=0.9, cost_new=2.0)
+    assert a["decision"] == "REJECT" and any("cost per accepted" in r for r in a["reasons"])
+    _, b = decide(tmp_path / "b", manifest(min_delta=0.1, max_cost_per_accepted_usd=0.5), p_base=0.3, p_new=0.9,
+                  cost_new=0.1)
+    assert b["decision"] == "ADOPT"
+
+
+def test_unfinished_run_is_provisional_and_decides_nothing(tmp_path):
+    report, a = decide(tmp_path, manifest(min_delta=0.1), p_base=0.3, p_new=0.9, finished=100)
+    assert report["run"]["provisional"] and a["decision"] == "NONE"
+
+
+def test_exclusions_have_both_denominators_and_infra_errors_show(tmp_path):
+    report, _ = decide(tmp_path, manifest(), p_base=0.5, p_new=0.5, infra=10)
+    new = report["candidates"]["new"]
+    assert new["n_trials"] == 90 and new["n_trials_in_denominator"] == 80 and new["excluded"] == {"infra_error": 10}
+    assert new["infra_errors"] == 10
+    assert new["acceptance_rate"] == pytest.approx(new["n_accepted"] / 80)
+    assert new["acceptance_rate_all_trials"] == pytest.approx(new["n_accepted"] / 90)
+    cost = new["cost_per_accepted_usd"]
+    assert cost["value"] == pytest.approx(90 * 0.1 / new["n_accepted"])  # every trial's cost, retries and failures too
