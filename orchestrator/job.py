@@ -10,9 +10,16 @@ manifest or lock is refused.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+import os
 import shutil
+import threading
+import time
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -84,37 +91,133 @@ def trial_specs(loaded: LoadedManifest, tasks: list[Task], lock: dict[str, Any],
             for p in planned]
 
 
+@dataclass(frozen=True)
+class Admission:
+    """How many trials may run at once without oversubscribing the host.
+
+    The host offers ``share`` of its CPUs and memory (``TRIALBOX_HOST_SHARE``,
+    default 0.8); every trial reserves the manifest's ``cpu_reservation`` and
+    ``memory_reservation_mb``. Trials start only while the sum of the running
+    ones' reservations fits; ``concurrency: N`` caps it further.
+    """
+
+    cpus: float
+    memory_mb: float
+    per_trial_cpu: float
+    per_trial_memory_mb: float
+    cap: int | None
+
+    @classmethod
+    def for_manifest(cls, m) -> "Admission":
+        share = float(os.environ.get("TRIALBOX_HOST_SHARE", "0.8"))
+        mem_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
+        env, c = m.environment, m.execution.concurrency
+        return cls((os.cpu_count() or 1) * share, mem_mb * share, env.cpu_reservation, env.memory_reservation_mb,
+                   None if c == "auto" else int(c))
+
+    @property
+    def slots(self) -> int:
+        fit = int(min(self.cpus / self.per_trial_cpu, self.memory_mb / self.per_trial_memory_mb) + 1e-9)
+        return max(0, min(fit, self.cap) if self.cap else fit)
+
+
+def _progress(say: Callable[[str], None], done: int, total: int, running: int, failed: int, t0: float,
+              cost: float, spec: TrialSpec, result: dict[str, Any]) -> None:
+    v = result["verdict"]
+    label = f"{v['outcome']}({v['kind']})" if v["kind"] else v["outcome"]
+    reasons = f" [{', '.join(v['reasons'])}]" if v["reasons"] else ""
+    elapsed = time.monotonic() - t0
+    eta = elapsed / done * (total - done) if done else 0.0
+    say(f"[{done}/{total}] {spec.trial_id:46s} {label}{reasons}  {result['duration_s']:.1f}s ${result.get('cost_usd') or 0:.4f}"
+        f"  | running {running}, failed {failed}, elapsed {elapsed:.0f}s, ~{eta:.0f}s left, cost ${cost:.4f}")
+
+
 def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, out: Path | None,
                    say: Callable[[str], None] = print) -> RunPaths:
+    m = loaded.manifest
     judge = make_judge(loaded)  # a missing key is an error before any container starts
     lock = ensure_lock(loaded, tasks, client)
     paths = open_run(loaded, lock, out)
     collect_garbage(client, load_settings())
+    admission = Admission.for_manifest(m)
+    if admission.slots < 1:
+        raise LockError(f"one trial reserves {admission.per_trial_cpu} CPUs and {admission.per_trial_memory_mb} MiB; "
+                        f"this host offers {admission.cpus:.1f} CPUs and {admission.memory_mb:.0f} MiB")
     store = Store(paths)
+    cancel = threading.Event()
     try:
         done = store.done()
         specs = trial_specs(loaded, tasks, lock, paths.root.name)
         plan_file = paths.root / "plan.json"
         if not plan_file.exists():
-            plan_file.write_text(json.dumps({"order": loaded.manifest.execution.order,
-                                             **arrangement([c.name for c in loaded.manifest.candidates],
-                                                           loaded.manifest.experiment.seed),
+            plan_file.write_text(json.dumps({"order": m.execution.order,
+                                             **arrangement([c.name for c in m.candidates], m.experiment.seed),
                                              "trials": [s.trial_id for s in specs]}, indent=1) + "\n")
-        say(f"run {paths.root}: {len(specs)} trial(s), {len(done)} already done")
-        for i, spec in enumerate(specs, start=1):
-            if spec.trial_id in done:
-                continue
-            result = run_trial(spec, loaded, client, paths, judge=judge)
-            events_file = paths.trial(spec.trial_id, spec.attempt) / "events.jsonl"
-            store.record(result, read_events(events_file) if events_file.exists() else [])
-            v = result["verdict"]
-            label = f"{v['outcome']}({v['kind']})" if v["kind"] else v["outcome"]
-            reasons = f" [{', '.join(v['reasons'])}]" if v["reasons"] else ""
-            say(f"[{i}/{len(specs)}] {spec.trial_id:50s} {label}{reasons}  {result['duration_s']:.1f}s  "
-                f"${result.get('cost_usd') or 0:.4f}")
+        queue = deque(s for s in specs if s.trial_id not in done)
+        cost = sum(r.get("cost_usd") or 0 for r in store.trials())
+        cap = m.execution.max_run_cost_usd
+        say(f"run {paths.root}: {len(specs)} trial(s), {len(done)} already done; up to {admission.slots} at once "
+            f"({admission.per_trial_cpu} CPU, {admission.per_trial_memory_mb} MiB each)")
+        say(f"worst-case cost: {len(queue)} trial(s) x ${m.execution.max_cost_usd} = ${len(queue) * m.execution.max_cost_usd:.2f}; "
+            f"run cap: {'none' if cap is None else f'${cap:.2f}'}")
+        stopped = _execute(queue, len(specs), len(done), admission.slots, cap, cost, store, loaded, client, paths,
+                           judge, cancel, say)
+        (paths.root / "run.json").write_text(json.dumps({"stopped_by_cost_cap": stopped, "host_share": os.environ.get(
+            "TRIALBOX_HOST_SHARE", "0.8"), "slots": admission.slots}) + "\n")
+        if stopped:
+            say(f"stopped admitting trials: the run cost reached its cap of ${cap:.2f}")
+    except KeyboardInterrupt:
+        cancel.set()
+        say("interrupted: finished trials are kept; run the same command again to continue")
+        _remove_run_containers(client, paths.root.name)
+        raise
     finally:
         store.close()
     return paths
+
+
+def _execute(queue: deque, total: int, finished: int, slots: int, cap: float | None, cost: float, store: Store,
+             loaded: LoadedManifest, client, paths: RunPaths, judge, cancel: threading.Event,
+             say: Callable[[str], None]) -> bool:
+    t0, failed, stopped = time.monotonic(), 0, False
+    pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="trial")
+    running: dict[Future, TrialSpec] = {}
+    try:
+        while queue or running:
+            while queue and len(running) < slots and not stopped:
+                if cap is not None and cost >= cap:
+                    stopped = True
+                    break
+                spec = queue.popleft()
+                running[pool.submit(run_trial, spec, loaded, client, paths, GraderLimits(), judge, cancel)] = spec
+            if not running:
+                break
+            finished_now, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished_now:
+                spec = running.pop(future)
+                result = future.result()
+                if result["verdict"]["outcome"] == "infra_error" and spec.attempt == 1:
+                    say(f"infrastructure error in {spec.trial_id} ({result['verdict']['kind']}): retrying it once")
+                    queue.appendleft(dataclasses.replace(spec, attempt=2, retries=1))
+                    continue
+                events_file = paths.trial(spec.trial_id, spec.attempt) / "events.jsonl"
+                store.record(result, read_events(events_file) if events_file.exists() else [])
+                finished += 1
+                cost += result.get("cost_usd") or 0
+                failed += not result["verdict"]["accepted"]
+                _progress(say, finished, total, len(running), failed, t0, cost, spec, result)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return stopped
+
+
+def _remove_run_containers(client, run_id: str) -> None:
+    """End a run's running trials at once (their own cleanup then removes disks and volumes)."""
+    try:
+        for c in client.containers.list(all=True, filters={"label": f"org.trialbox.run={run_id}"}):
+            c.remove(force=True)
+    except Exception:  # noqa: BLE001 - best effort during an interrupt; gc removes the rest
+        pass
 
 
 def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient,

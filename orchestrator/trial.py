@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,9 +77,22 @@ def sandbox_spec(spec: TrialSpec) -> SandboxSpec:
         network="none", runtime=env.runtime)
 
 
+class Cancelled(Exception):
+    """The run was interrupted: this trial is not graded and not recorded."""
+
+
+def _conditions_start(client: docker.DockerClient) -> dict[str, Any]:
+    t = time.monotonic()
+    client.ping()
+    return {"load_at_start": os.getloadavg()[0], "docker_api_latency_s": round(time.monotonic() - t, 6)}
+
+
 def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClient, paths: RunPaths,
-              grader_limits: GraderLimits = GraderLimits(), judge: Judge | None = None) -> dict[str, Any]:
-    """Run one trial and write its artifacts; returns the result document (also stored as verdict.json)."""
+              grader_limits: GraderLimits = GraderLimits(), judge: Judge | None = None,
+              cancel: threading.Event | None = None) -> dict[str, Any]:
+    """Run one trial and write its artifacts; returns the result document (also stored as verdict.json).
+
+    ``cancel`` (set on Ctrl-C) stops the trial before grading: it raises ``Cancelled``."""
     folder = paths.trial(spec.trial_id, spec.attempt)
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.iterdir():  # a crashed earlier run of the same attempt left these: never mixed in
@@ -91,12 +106,16 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
     result: dict[str, Any] = {"id": spec.trial_id, "task": spec.task.id, "candidate": spec.candidate.name,
                               "replicate": spec.replicate, "attempt": spec.attempt, "retries": spec.retries,
                               "started_at": started, "image_id": spec.image_id}
+    conditions = _conditions_start(client)
     try:
         with agent_session(agent, spec.task, sandbox_spec(spec), client, folder / "events.jsonl", spec.limits,
                            spec.trial_id, canaries) as session:
             final = export_workspace(session.sandbox, limits=ExportLimits(max_bytes=spec.environment.disk_limit_mb << 20))
             anchor, agent_result = session.anchor, session.result
             result["sandbox"] = {"host_config": session.sandbox.info.host_config if session.sandbox.info else None}
+            conditions.update(session.usage)
+        if cancel is not None and cancel.is_set():
+            raise Cancelled(spec.trial_id)
         final.to_tar(folder / "final-workspace.tar")
         events = read_events(folder / "events.jsonl")
         graded = grade_trial(client, spec.image_id, spec.task, original, final, events, agent_result, canaries.values,
@@ -118,7 +137,11 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
         verdict = infra_verdict("sandbox", str(exc))
         result.update(stop_reason=None, cost_usd=0.0, events_anchor=None)
         events = read_events(folder / "events.jsonl") if (folder / "events.jsonl").exists() else []
-    result.update(verdict=verdict.to_dict(), finished_at=_now(), duration_s=round(time.monotonic() - t0, 3))
+    latencies = [e["latency_s"] for e in events if e.get("kind") == "model_call"]
+    conditions.update(load_at_end=os.getloadavg()[0],
+                      model_api_latency_s=round(sum(latencies) / len(latencies), 6) if latencies else None)
+    result.update(verdict=verdict.to_dict(), finished_at=_now(), duration_s=round(time.monotonic() - t0, 3),
+                  conditions=conditions)
     (folder / "verdict.json").write_text(json.dumps(result, indent=2, default=str))
     result["events"] = len(events)
     return result

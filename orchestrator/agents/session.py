@@ -37,6 +37,7 @@ class Session:
     sandbox: DockerSandbox
     events: EventLog
     anchor: str = ""
+    usage: dict = dataclasses.field(default_factory=dict)
 
 
 @contextlib.contextmanager
@@ -78,8 +79,9 @@ def _session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.DockerC
         ctx = AgentContext(instruction, toolbox, budget, events, task.config.constraints.max_steps,
                            canaries.values if canaries else [], trial_id)
         result = run_agent(agent, ctx)
+        usage = sandbox.usage() if sandbox.is_running() else {}
         sandbox.stop()
-        session = Session(result, sandbox, events)
+        session = Session(result, sandbox, events, usage=usage)
         session.anchor = events.close()
         yield session
     finally:

@@ -325,6 +325,21 @@ class DockerSandbox(Sandbox):
     def _tracks_oom(self) -> bool:
         return self.info is not None
 
+    def usage(self) -> dict[str, int | None]:
+        """CPU throttling and peak memory from the container's cgroup on this host (None: unknown)."""
+        cid = self.container.id if self.container is not None else ""
+        out: dict[str, int | None] = {"cpu_throttled_periods": None, "cpu_throttled_ns": None, "memory_peak_bytes": None}
+        try:
+            stat = dict(line.split() for line in open(f"/sys/fs/cgroup/cpu/docker/{cid}/cpu.stat"))
+            out["cpu_throttled_periods"], out["cpu_throttled_ns"] = int(stat["nr_throttled"]), int(stat["throttled_time"])
+        except (OSError, KeyError, ValueError):
+            pass
+        try:
+            out["memory_peak_bytes"] = int(open(f"/sys/fs/cgroup/memory/docker/{cid}/memory.max_usage_in_bytes").read())
+        except (OSError, ValueError):
+            pass
+        return out
+
     def _host_cgroup_oom(self) -> int | None:
         """The OOM-kill counter from the container's memory cgroup on this host (local engine)."""
         if self.container is None:
