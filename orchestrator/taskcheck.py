@@ -73,8 +73,9 @@ def check_task(task: Task, loaded: LoadedManifest, client, image_id: str, replic
     problems += _image_leaks(client, image_id, held)
     g = task.grader
     nodes = g.fail_to_pass + g.pass_to_pass
-    tree, _, _ = compose(original, original, task)
-    runs = [run_tests(client, image_id, tree, task, nodes, GraderLimits(), "tb-taskcheck") for _ in range(2)]
+    runs = [run_tests(client, image_id, compose(original, original, task), task, nodes, GraderLimits(), "tb-taskcheck")
+            for _ in range(2)]
+    problems += [f"grader integrity on the untouched repository: {p}" for r in runs for p in r.integrity]
     untouched = runs[0].outcomes
     problems += [f"fail-to-pass {n} passes on the untouched repository" for n in g.fail_to_pass if untouched.get(n) == "passed"]
     problems += [f"pass-to-pass {n} does not pass on the untouched repository ({untouched.get(n, 'not run')})"

@@ -37,6 +37,7 @@ from .prices import PriceTable
 SOCKET_NAME = "model.sock"
 FORWARDER = Path(__file__).with_name("incontainer") / "forwarder.py"
 PASS_HEADERS = ("content-type", "anthropic-version", "anthropic-beta", "accept")
+ALLOWED_PATHS = {"/v1/messages"}  # nothing else is relayed: no other endpoint, no other host
 
 
 class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -129,7 +130,8 @@ class ModelProxy:
         self.events, self.budget, self.canaries, self.trial_id = events, budget, list(canaries or []), trial_id
 
     def stop(self) -> None:
-        self.server.shutdown()
+        if self._thread is not None:  # shutdown() waits for a serve_forever that never started otherwise
+            self.server.shutdown()
         self.server.server_close()
         self._http.close()
         self.socket_path.unlink(missing_ok=True)
@@ -164,10 +166,30 @@ class ModelProxy:
             return False
         return True
 
+    def _upstream_url(self, path: str) -> httpx.URL | None:
+        """The upstream URL for an allowed request path; the host always stays the configured one."""
+        if path.split("?", 1)[0] not in ALLOWED_PATHS:
+            return None
+        base = httpx.URL(self.upstream)
+        return base.copy_with(path=base.path.rstrip("/") + path.split("?", 1)[0], query=None)
+
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
         body = h.rfile.read(int(h.headers.get("content-length") or 0))
+        url = self._upstream_url(h.path)
+        if url is None:
+            self._reply(h, 404, "not_found_error", "trialbox proxy: only POST /v1/messages is relayed")
+            return
         if not self._admit(h):
             return
+        if self.model:
+            try:
+                requested = json.loads(body or b"{}").get("model")
+            except (ValueError, AttributeError):
+                requested = None
+            if requested != self.model:
+                self.events.append("model_refused", reason="model_not_pinned", detail=str(requested)[:100])
+                self._reply(h, 403, "permission_error", f"trialbox proxy: this trial's model is {self.model}")
+                return
         found = find_canaries(self.canaries, body.decode("utf-8", errors="replace"))
         if found:  # a planted secret on its way out: recorded, and never forwarded
             self.events.append("egress_canary", found=len(found), bytes=len(body))
@@ -179,7 +201,7 @@ class ModelProxy:
         if self.trial_id:
             headers["x-trialbox-trial"] = self.trial_id
         try:
-            with self._http.stream("POST", self.upstream + h.path, content=body, headers=headers) as up:
+            with self._http.stream("POST", url, content=body, headers=headers) as up:
                 h.send_response(up.status_code)
                 for k in ("content-type", "request-id", "retry-after"):
                     if k in up.headers:

@@ -26,6 +26,7 @@ sitecustomize.py, .pth files, pytest configuration).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import posixpath
 import re
@@ -84,16 +85,30 @@ def test_files(node_ids: list[str]) -> list[str]:
     return sorted({posixpath.normpath(n.split("::", 1)[0]) for n in node_ids})
 
 
-def compose(final: Tree, original: Tree, task: Task) -> tuple[Tree, list[str], list[str]]:
-    """The grader's workspace: final files, held-out files over them, restored test files and conftests."""
-    tree = dataclasses.replace(final, files=dict(final.files), executable=set(final.executable),
-                               symlinks=dict(final.symlinks), dirs=set(final.dirs), skipped=[])
-    restored, removed = [], []
-    for path in [p for p in [*tree.files, *tree.symlinks] if is_artifact(p)]:  # stale or planted bytecode never runs
-        tree.files.pop(path, None)
-        tree.symlinks.pop(path, None)
-        tree.executable.discard(path)
-    tree.dirs = {d for d in tree.dirs if not is_artifact(d)}
+@dataclass
+class Composition:
+    """What goes into the grader container, and what was done to get there."""
+
+    tree: Tree
+    restored: list[str]
+    removed: list[str]
+    trusted: dict[str, bytes]
+    tripwires: list[str]
+    nonce: str
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _drop(tree: Tree, path: str) -> None:
+    tree.files.pop(path, None)
+    tree.symlinks.pop(path, None)
+    tree.executable.discard(path)
+
+
+def _held_out(task: Task) -> dict[str, bytes]:
     held: dict[str, bytes] = {}
     g = task.grader
     if g.tests is not None:
@@ -101,56 +116,86 @@ def compose(final: Tree, original: Tree, task: Task) -> tuple[Tree, list[str], l
         for p in sorted(base.rglob("*")) if base.is_dir() else []:
             if p.is_file() and "__pycache__" not in p.parts:
                 held[posixpath.join(str(g.tests).rstrip("/"), p.relative_to(base).as_posix())] = p.read_bytes()
-    names = test_files(g.fail_to_pass + g.pass_to_pass)
+    return held
+
+
+def _trusted(final: Tree, original: Tree, task: Task) -> tuple[dict[str, bytes], set[str], set[str]]:
+    """Files that must be exactly the trusted copies; test folders; paths that must not exist."""
+    g = task.grader
+    held = _held_out(task)
+    names = set(test_files(g.fail_to_pass + g.pass_to_pass))
     if g.test_patch is not None:  # what the test patch touches starts from the trusted original
         text = task.grader_path(g.test_patch).read_text(errors="replace")
-        names = sorted(set(names) | {p for p in re.findall(r"^(?:\+\+\+ b/|--- a/)(\S+)", text, re.M)})
-    for path in sorted(set(held) | set(names)):
-        trusted = held.get(path, original.files.get(path))
-        if trusted is None:
-            if path in tree.files or path in tree.symlinks:  # the agent's file would shadow a held-out one
-                tree.files.pop(path, None)
-                tree.symlinks.pop(path, None)
-                removed.append(path)
-            continue
-        if tree.files.get(path) != trusted or path in tree.symlinks:
+        names |= set(re.findall(r"^(?:\+\+\+ b/|--- a/)(\S+)", text, re.M))
+    test_dirs = {posixpath.dirname(p) for p in names | set(held)} - {""}
+    trusted = {p: b for p, b in original.files.items()
+               if any(p.startswith(d + "/") for d in test_dirs) or p in names or posixpath.basename(p) == "conftest.py"}
+    trusted.update(held)
+    absent = {p for p in [*final.files, *final.symlinks]
+              if p not in trusted and (p in names or posixpath.basename(p) == "conftest.py"
+                                       or any(p.startswith(d + "/") for d in test_dirs))}
+    return trusted, test_dirs, absent
+
+
+def _tripwire(nonce: str) -> tuple[str, bytes, list[str]]:
+    """A held-out test file that must fail, with the nonce in its failure message."""
+    name = f"test_{nonce[:10]}.py"
+    body = (f'def _value():\n    return "{nonce}"\n\n\n'
+            f'def test_{nonce[10:18]}():\n    assert _value() == "expected", "tripwire {nonce}"\n')
+    return name, body.encode(), [f"{name}::test_{nonce[10:18]}"]
+
+
+def compose(final: Tree, original: Tree, task: Task) -> Composition:
+    """The grader's workspace: the final files; the held-out files over them; the test folders,
+    named test files and every conftest.py restored to their trusted copies (files the agent
+    added there removed); no stale bytecode; no symlink leaving the workspace or standing where
+    a folder of trusted files must be; plus a tripwire test that must fail."""
+    tree = dataclasses.replace(final, files=dict(final.files), executable=set(final.executable),
+                               symlinks=dict(final.symlinks), dirs=set(final.dirs), skipped=[])
+    restored, removed = [], []
+    for path in [p for p in [*tree.files, *tree.symlinks] if is_artifact(p)]:  # stale or planted bytecode never runs
+        _drop(tree, path)
+    tree.dirs = {d for d in tree.dirs if not is_artifact(d)}
+    trusted, _, absent = _trusted(final, original, task)
+    for path in sorted(absent):
+        _drop(tree, path)
+        removed.append(path)
+    nonce = uuid.uuid4().hex + uuid.uuid4().hex[:8]
+    wire_path, wire_body, tripwires = _tripwire(nonce)
+    trusted_all = {**trusted, wire_path: wire_body}
+    for path, data in sorted(trusted_all.items()):
+        for ancestor in _ancestors(path):  # a file or link where a folder must be would displace trusted files
+            if ancestor in tree.files or ancestor in tree.symlinks:
+                _drop(tree, ancestor)
+                removed.append(ancestor)
+        if path != wire_path and (tree.files.get(path) != data or path in tree.symlinks):
             restored.append(path)
         tree.symlinks.pop(path, None)
-        tree.files[path] = trusted
+        tree.files[path] = data
         tree.executable.discard(path)
-    for path in [p for p in list(tree.files) + list(tree.symlinks) if posixpath.basename(p) == "conftest.py"]:
-        if path in original.files:
-            if tree.files.get(path) != original.files[path]:
-                restored.append(path)
-            tree.symlinks.pop(path, None)
-            tree.files[path] = original.files[path]
-        else:
-            removed.append(path)
-            tree.files.pop(path, None)
-            tree.symlinks.pop(path, None)
-    for path, target in list(tree.symlinks.items()):  # links leaving the workspace never reach the grader
-        if target.startswith("/") or posixpath.normpath(posixpath.join(posixpath.dirname(path), target)).startswith(".."):
+    for path, target in list(tree.symlinks.items()):
+        leaves = target.startswith("/") or posixpath.normpath(posixpath.join(posixpath.dirname(path), target)).startswith("..")
+        shadows = any(p.startswith(path + "/") for p in [*tree.files, *tree.dirs])
+        if leaves or shadows:
             del tree.symlinks[path]
             removed.append(path)
+    tree.dirs -= set(tree.files) | set(tree.symlinks)
     for path in list(tree.files):  # every parent folder exists
-        parent = posixpath.dirname(path)
-        while parent and parent not in tree.dirs:
+        for parent in _ancestors(path):
             tree.dirs.add(parent)
-            parent = posixpath.dirname(parent)
-    return tree, restored, removed
+    return Composition(tree, sorted(set(restored)), sorted(set(removed)), trusted_all, tripwires, nonce)
 
 
-def _parse_junit(data: bytes) -> dict[str, str]:
+def _parse_junit(data: bytes, messages: dict[str, str] | None = None) -> dict[str, str]:
     out: dict[str, str] = {}
     root = ET.fromstring(data)
     for case in root.iter("testcase"):
-        file = (case.get("file") or "").strip()
         classname, name = case.get("classname", ""), case.get("name", "")
         tags = {child.tag for child in case}
         outcome = "failed" if "failure" in tags else "error" if "error" in tags else "skipped" if "skipped" in tags else "passed"
         out[f"{classname}::{name}"] = outcome
-        if file:
-            out[f"{file}::{name}"] = outcome
+        if messages is not None:
+            messages[f"{classname}::{name}"] = " ".join((c.get("message") or "") + (c.text or "") for c in case)
     return out
 
 
@@ -174,6 +219,9 @@ def select(outcomes: dict[str, str], nodes: list[str], key=lambda n: n) -> dict[
 
 
 def _cross_check(run: TestRun, nodes: list[str], junit: dict[str, str], exit_code: int | None) -> None:
+    """The plugin's outcomes, JUnit's and the process's exit code must tell the same story.
+
+    The tripwire test fails in every honest run, so the runner's exit code is never 0."""
     for node in nodes:
         mine = run.outcomes.get(node)
         theirs = junit.get(node)
@@ -181,19 +229,14 @@ def _cross_check(run: TestRun, nodes: list[str], junit: dict[str, str], exit_cod
             continue
         if (mine == "passed") != (theirs == "passed"):
             run.integrity.append(f"{node}: plugin says {mine}, JUnit says {theirs}")
-    all_passed = bool(nodes) and all(run.outcomes.get(n) == "passed" for n in nodes)
-    any_failed = any(run.outcomes.get(n) in ("failed", "error") for n in nodes)
-    if exit_code == 0 and not all_passed:
-        run.integrity.append(f"exit code 0 although not every requested test passed ({run.outcomes})")
-    if all_passed and exit_code not in (0, None):
-        run.integrity.append(f"every requested test passed but the runner exited with {exit_code}")
-    if any_failed and exit_code == 0:
-        run.integrity.append("a test failed but the runner exited with 0")
+    if exit_code == 0:
+        run.integrity.append("the runner exited with 0 although its tripwire test must fail")
 
 
-def run_tests(client: docker.DockerClient, image_id: str, tree: Tree, task: Task, nodes: list[str],
+def run_tests(client: docker.DockerClient, image_id: str, comp: Composition, task: Task, nodes: list[str],
               limits: GraderLimits, name: str) -> TestRun:
-    """Run ``nodes`` against ``tree`` in a fresh grader container; ``GraderInfraError`` if it cannot start."""
+    """Run ``nodes`` (and the tripwire) against the composed workspace in a fresh grader container;
+    ``GraderInfraError`` when it cannot be set up."""
     spec = SandboxSpec(image_id=image_id, name=f"{name}-{uuid.uuid4().hex[:6]}", cpu_limit=limits.cpu_limit,
                        cpu_reservation=limits.cpu_limit, memory_limit_mb=limits.memory_limit_mb,
                        memory_reservation_mb=min(512, limits.memory_limit_mb), pids_limit=limits.pids_limit,
@@ -203,7 +246,7 @@ def run_tests(client: docker.DockerClient, image_id: str, tree: Tree, task: Task
     try:
         try:
             sandbox.start()
-            sandbox.copy_in(tree.to_tar(), "/workspace")
+            sandbox.copy_in(comp.tree.to_tar(), "/workspace")
             setup = sandbox.exec(["mkdir", "-p", OUT], timeout=30)
             if setup.exit_code != 0:
                 raise GraderInfraError("grader_setup", setup.stderr.decode(errors="replace"))
@@ -215,17 +258,43 @@ def run_tests(client: docker.DockerClient, image_id: str, tree: Tree, task: Task
                     raise GraderInfraError("test_patch", applied.text()[-2000:])
         except (SandboxError, OSError) as exc:
             raise GraderInfraError("grader_start", str(exc)) from exc
-        return _execute(sandbox, nodes, limits)
+        problems = _verify_trusted(sandbox, comp)
+        run = _execute(sandbox, nodes, comp, limits)
+        run.integrity[:0] = problems
+        return run
     finally:
         sandbox.remove()
 
 
-def _execute(sandbox: DockerSandbox, nodes: list[str], limits: GraderLimits) -> TestRun:
+def _verify_trusted(sandbox: DockerSandbox, comp: Composition) -> list[str]:
+    """Every trusted file is in place, byte for byte, before any test runs."""
+    paths = sorted(comp.trusted)
+    res = sandbox.exec(["sh", "-c", 'cd /workspace && for f in "$@"; do sha256sum -- "$f" 2>/dev/null || echo "missing $f"; done',
+                        "sh", *paths], timeout=120)
+    seen = {}
+    for line in res.text().splitlines():
+        digest, _, path = line.partition("  ")
+        seen[path] = digest
+    return [f"trusted file {p} is not in place in the grader" for p in paths
+            if seen.get(p) != hashlib.sha256(comp.trusted[p]).hexdigest()]
+
+
+def _check_tripwires(run: TestRun, comp: Composition, outcomes: dict[str, str], junit: dict[str, str],
+                     messages: dict[str, str]) -> None:
+    for node in comp.tripwires:
+        if outcomes.get(node) != "failed" or junit.get(node) != "failed":
+            run.integrity.append(f"the tripwire test {node} must fail and was reported {outcomes.get(node)}/{junit.get(node)}: "
+                                 "results were forged from inside the test process")
+        elif comp.nonce not in messages.get(_junit_key(node), ""):
+            run.integrity.append(f"the tripwire test {node} failed without its nonce: the failure report was forged")
+
+
+def _execute(sandbox: DockerSandbox, nodes: list[str], comp: Composition, limits: GraderLimits) -> TestRun:
     run = TestRun()
     env = {"TRIALBOX_TEST_TIMEOUT": str(int(limits.test_timeout_s)), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
            "PATH": "/usr/local/bin:/usr/bin:/bin"}
     try:
-        res = sandbox.exec(["python3", "-s", "-E", "-B", f"{TOOLS_MOUNT}/run_tests.py", OUT, *nodes],
+        res = sandbox.exec(["python3", "-s", "-E", "-B", f"{TOOLS_MOUNT}/run_tests.py", OUT, *nodes, *comp.tripwires],
                            timeout=limits.timeout_s, env=env)
     except SandboxBroken as exc:
         run.oom = exc.reason == "oom"
@@ -235,19 +304,26 @@ def _execute(sandbox: DockerSandbox, nodes: list[str], limits: GraderLimits) -> 
     run.log_tail = (res.stdout.decode(errors="replace") + res.stderr.decode(errors="replace"))[-6000:]
     try:
         results = json.loads(sandbox.read_file(f"{OUT}/results.json", max_bytes=8 << 20))
-        run.outcomes = select(results.get("outcomes", {}), nodes)
+        raw_outcomes = results.get("outcomes", {})
+        run.outcomes = select(raw_outcomes, nodes)
         run.collect_errors = results.get("collect_errors", [])[:20]
         run.results_found = True
     except (SandboxError, ValueError, AttributeError) as exc:
         run.integrity.append(f"no plugin results: {exc}")
-    junit: dict[str, str] = {}
-    for i in range(len(test_files(nodes))):
+    junit_all: dict[str, str] = {}
+    messages: dict[str, str] = {}
+    for i in range(len(test_files(nodes + comp.tripwires))):
         try:
-            junit.update(_parse_junit(sandbox.read_file(f"{OUT}/junit-{i}.xml", max_bytes=8 << 20)))
+            junit_all.update(_parse_junit(sandbox.read_file(f"{OUT}/junit-{i}.xml", max_bytes=8 << 20), messages))
         except (SandboxError, ValueError, ET.ParseError) as exc:
             if run.outcomes:
                 run.integrity.append(f"no JUnit results for group {i}: {exc}")
-    junit = select(junit, nodes, _junit_key)
-    if not run.timed_out:
-        _cross_check(run, nodes, junit, run.exit_code)
+    junit = select(junit_all, nodes, _junit_key)
+    if run.timed_out:  # a run that did not finish proves nothing: its reports count as not run
+        run.outcomes = {}
+        return run
+    if run.results_found:
+        _check_tripwires(run, comp, select(raw_outcomes, comp.tripwires), select(junit_all, comp.tripwires, _junit_key),
+                         messages)
+    _cross_check(run, nodes, junit, run.exit_code)
     return run

@@ -133,3 +133,18 @@ def test_stream_is_parsed_like_the_plain_answer(server):
     assert parsed["stop_reason"] == "tool_use"
     unknown = httpx.post(server.url + "/v1/messages", json=body, headers={"x-api-key": "nobody"})
     assert unknown.status_code == 401 and json.loads(unknown.content)["error"]["type"] == "authentication_error"
+
+
+def test_the_proxy_relays_only_the_messages_endpoint_of_its_upstream(tmp_path):
+    from orchestrator.agents.prices import load_prices
+    from orchestrator.agents.proxy import ModelProxy
+
+    proxy = ModelProxy(tmp_path, "https://api.anthropic.com", "real", None, load_prices())
+    try:
+        assert str(proxy._upstream_url("/v1/messages")) == "https://api.anthropic.com/v1/messages"
+        assert str(proxy._upstream_url("/v1/messages?beta=true")) == "https://api.anthropic.com/v1/messages"
+        for path in (".attacker.example/v1/messages", "@attacker.example/v1/messages", "//evil/v1/messages",
+                     "/v1/files", "/v1/messages/batches"):
+            assert proxy._upstream_url(path) is None, path
+    finally:
+        proxy.stop()
