@@ -5,9 +5,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: setup venv engine images test test-unit test-docker bench gc
+.PHONY: setup venv engine browser images test test-unit test-docker bench gc demo
 
-setup: venv engine images
+setup: venv engine browser images
 
 venv:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,8 +17,19 @@ venv:
 engine:
 	bash scripts/ensure-docker.sh
 
+browser:
+	bash scripts/ensure-browser.sh
+
 images:
 	$(BIN)/trialbox --log-level INFO images build
+
+# The offline demo: every kind of agent, the scripted model server, the report.
+demo:
+	rm -rf runs/demo runs/demo-reproduced
+	$(BIN)/trialbox run examples/offline-demo.yaml --scripted-model examples/scripted-model.yaml --out runs/demo
+	$(BIN)/trialbox report runs/demo --html runs/demo/report.html
+	$(BIN)/trialbox reproduce runs/demo --scripted-model examples/scripted-model.yaml
+	@echo "report: runs/demo/report.html"
 
 test:
 	bash scripts/ensure-docker.sh

@@ -219,8 +219,35 @@ def cmd_report(args: argparse.Namespace) -> int:
         else len(tasks) * len(loaded.manifest.candidates) * loaded.manifest.execution.trials_per_task
     report = build_report(paths, loaded.manifest, {t.id: t.config.difficulty for t in tasks},
                           {t.id: t.cluster for t in tasks}, planned)
+    if args.html:
+        from .html import render
+
+        Path(args.html).write_text(render(report))
     print(to_json(report) if args.json else terminal(report))
     return GATE[report["adoption"]["decision"]] if args.gate else 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    server = _scripted_model(args.scripted_model) if args.scripted_model else None
+    try:
+        from .job import reproduce_run
+        from .manifest import load_manifest
+        from .tasks import load_tasks
+
+        paths = _run_paths(args.run)
+        source = json.loads(paths.source.read_text())["manifest"] if paths.source.exists() else paths.manifest
+        loaded = load_manifest(Path(source))
+        out = Path(args.out) if args.out else paths.root.with_name(paths.root.name + "-reproduced")
+        differing = reproduce_run(paths, loaded, load_tasks(loaded), _connect(), out,
+                                  say=lambda line: print(line, flush=True))
+    finally:
+        if server is not None:
+            server.stop()
+    if differing:
+        print(f"{len(differing)} verdict(s) differ from {paths.root}:", *differing, sep="\n  ")
+        return 1
+    print(f"every verdict matches {paths.root} (reproduced in {out})")
+    return 0
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -298,7 +325,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run")
     p.add_argument("--json", action="store_true", help="the results document (schemas/report.schema.json)")
     p.add_argument("--gate", action="store_true", help="exit 0 on ADOPT, 1 on REJECT, 3 otherwise")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page with plots")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("reproduce", help="re-run from the run's lock; refuse and list any drift; compare verdicts")
+    p.add_argument("run")
+    p.add_argument("--out", help="folder for the new run (default: RUN-reproduced)")
+    p.add_argument("--scripted-model", metavar="FILE", help="answer the model from this script file (offline)")
+    p.set_defaults(func=cmd_reproduce)
 
     p = sub.add_parser("calibrate", help="the semantic judge's false-positive and false-negative rates against labels")
     p.add_argument("run")

@@ -276,3 +276,31 @@ def calibrate_run(paths: RunPaths, labels: dict[str, str]) -> dict[str, Any]:
     finally:
         store.close()
     return calibrate(judged, labels)
+
+
+def reproduce_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, out: Path,
+                  say: Callable[[str], None] = print) -> list[str]:
+    """Run the experiment again from the run's lock into ``out``; ``DriftError`` lists anything that drifted.
+
+    Returns the trials whose verdict differs from the original run's."""
+    from .lock import drift
+
+    locked = json.loads(paths.lock.read_text())
+    current = resolve_lock(loaded, tasks, client, load_settings())
+    drifted = drift(locked, current)
+    if drifted:
+        raise DriftError(drifted)
+    if lock_path(loaded.path).exists():
+        lock_path(loaded.path).unlink()  # the run's lock is the reference: write it as the manifest's lock
+    lock_path(loaded.path).write_text(json.dumps(locked, indent=2, sort_keys=True) + "\n")
+    run_experiment(loaded, tasks, client, out, say)
+    before, after = Store(paths), Store(RunPaths(out))
+    try:
+        old = {r["id"]: r["verdict"] for r in before.trials()}
+        new = {r["id"]: r["verdict"] for r in after.trials()}
+    finally:
+        before.close()
+        after.close()
+    return sorted(t for t in old.keys() | new.keys()
+                  if (old.get(t) or {}).get("outcome") != (new.get(t) or {}).get("outcome")
+                  or (old.get(t) or {}).get("reasons") != (new.get(t) or {}).get("reasons"))

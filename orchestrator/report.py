@@ -186,6 +186,7 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
             "baseline": baseline, "candidate": c.name, "metric": report["primary_metric"], "paired_tasks": len(tasks),
             "difference": diff.to_dict() if tasks else {"value": None, "interval": None, "reason": "no task in common"},
             "cost_per_accepted_difference_usd": (cc - cb) if cb is not None and cc is not None else None,
+            "per_task": {t: cand[t] - base[t] for t in tasks},
             "sample_size_hint": (sample_size_hint([cand[t] - base[t] for t in tasks], m.analysis.min_effect,
                                                   m.analysis.confidence) if m.analysis.min_effect else None)})
     report["adoption"] = _adoption(report, by_cand, m, cluster_of) if rows else {"decision": "NONE", "reasons": ["no trial"]}

@@ -114,6 +114,9 @@ def test_regrade_uses_the_current_grader_without_rerunning_agents(demo_run, proj
     versions = {r[0] for r in db.execute("SELECT grader_version FROM verdicts WHERE trial_id LIKE 'textkit-slug-unicode/%'")}
     db.close()
     assert len(versions) == 2 and any("+" in v for v in versions)  # both verdicts kept, each with its grader
+    back = cli("regrade", str(run), "--manifest", str(project / "examples/offline-demo.yaml"), "--scripted-model",
+               str(project / "examples/scripted-model.yaml"), cwd=repo_root, check=0)  # the grader as it was
+    assert len([line for line in back.stdout.splitlines() if "rejected -> accepted" in line]) == 6
 
 
 def test_tasks_check_passes_on_the_samples_and_catches_a_broken_task(project, repo_root):
@@ -146,7 +149,13 @@ def test_a_killed_run_loses_no_finished_trial(project, repo_root):
     assert len(kept) >= 3 and all(v in ("accepted", "rejected") for v in kept.values())
     resumed = cli("run", str(project / "examples/smoke.yaml"), "--out", str(out), cwd=repo_root, check=0)
     assert f"28 trial(s), {len(kept)} already done" in resumed.stdout
-    assert len(outcomes(out)) == 28
+    finished_now = outcomes(out)
+    assert len(finished_now) == 28 and all(finished_now[t] == v for t, v in kept.items())  # nothing lost or redone
+    import docker as docker_sdk
+
+    engine = docker_sdk.from_env()
+    assert not engine.containers.list(all=True, filters={"label": f"org.trialbox.run={out.name}"})  # no orphan left
+    assert not engine.volumes.list(filters={"label": f"org.trialbox.run={out.name}"})
 
 
 def test_judge_is_recorded_and_calibrated(demo_run, repo_root, tmp_path):
@@ -178,3 +187,37 @@ def test_swebench_samples_import_and_check(repo_root, tmp_path, images):
     cli("validate", str(tmp_path / "m.yaml"), cwd=repo_root, check=0)
     check = cli("tasks", "check", str(tmp_path / "m.yaml"), "--replicates", "1", cwd=repo_root, check=0)
     assert check.stdout.strip().endswith("task set ok")
+
+
+def test_report_json_schema_gate_and_html(demo_run, repo_root, tmp_path):
+    import jsonschema
+
+    run, _ = demo_run
+    page = tmp_path / "report.html"
+    res = cli("report", str(run), "--json", "--gate", "--html", str(page), cwd=repo_root)
+    report = json.loads(res.stdout)
+    schema = json.loads((repo_root / "schemas/report.schema.json").read_text())
+    jsonschema.validate(report, schema, cls=jsonschema.Draft202012Validator)
+    assert report["adoption"]["decision"] == "INCONCLUSIVE" and res.returncode == 3
+    assert report["candidates"]["oracle"]["n_accepted"] == 4 and report["candidates"]["nop"]["n_accepted"] == 0
+    assert report["candidates"]["claude-scripted"]["cost_usd_total"] > 0
+    assert page.read_text().count('class="plot"') == 5
+    text = cli("report", str(run), cwd=repo_root, check=0).stdout
+    assert "decision: INCONCLUSIVE" in text and "pass^1" in text
+
+
+def test_reproduce_matches_and_refuses_drift(demo_run, project, repo_root):
+    run, _ = demo_run
+    again = cli("reproduce", str(run), "--scripted-model", str(project / "examples/scripted-model.yaml"),
+                "--out", str(project / "runs/again"), cwd=repo_root, check=0)
+    assert f"every verdict matches {run}" in again.stdout
+    rubric = project / "graders/textkit-slug-unicode/rubric.md"
+    original = rubric.read_text()
+    rubric.write_text(original + "\nBe lenient.\n")
+    try:
+        drift = cli("reproduce", str(run), "--scripted-model", str(project / "examples/scripted-model.yaml"),
+                    "--out", str(project / "runs/drifted"), cwd=repo_root, check=1)
+    finally:
+        rubric.write_text(original)
+    assert "graders.textkit-slug-unicode: locked" in drift.stderr and "Traceback" not in drift.stderr
+    assert not (project / "runs/drifted").exists()

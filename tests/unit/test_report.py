@@ -100,3 +100,19 @@ def test_exclusions_have_both_denominators_and_infra_errors_show(tmp_path):
     assert new["acceptance_rate_all_trials"] == pytest.approx(new["n_accepted"] / 90)
     cost = new["cost_per_accepted_usd"]
     assert cost["value"] == pytest.approx(90 * 0.1 / new["n_accepted"])  # every trial's cost, retries and failures too
+
+
+def test_reports_follow_the_shipped_json_schema(tmp_path, repo_root):
+    import json
+
+    import jsonschema
+
+    schema = json.loads((repo_root / "schemas/report.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    for i, kw in enumerate([dict(p_base=0.3, p_new=0.9), dict(p_base=0.0, p_new=0.0), dict(p_base=0.5, p_new=0.5, infra=5),
+                            dict(p_base=0.3, p_new=0.9, finished=50)]):
+        report, _ = decide(tmp_path / str(i), manifest(min_delta=0.1), **kw)
+        jsonschema.validate(json.loads(json.dumps(report)), schema, cls=jsonschema.Draft202012Validator)
+    assert report["candidates"]["base"]["cost_per_accepted_usd"]["value"] is not None
+    empty, _ = decide(tmp_path / "empty", manifest(), p_base=0.0, p_new=0.0)
+    assert empty["candidates"]["new"]["cost_per_accepted_usd"]["reason"].startswith("no accepted trial")

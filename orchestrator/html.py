@@ -1,0 +1,158 @@
+"""``trialbox report --html FILE``: one self-contained page (no network needed to open it).
+
+Plots are inline SVG, drawn here: pass@k and pass^k against k per candidate
+with their intervals, cost per accepted run with intervals, the latency
+distribution, the per-task paired differences, and the decision with its
+reasons. A few lines of script check that every plot rendered and put the
+result in the page title (``trialbox report: ok``), which the test reads from
+headless Chromium.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+W, H, PAD = 520, 260, 44
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"]
+
+
+def _esc(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def _frame(title: str, body: str, x_label: str, y_label: str) -> str:
+    return (f'<figure><figcaption>{_esc(title)}</figcaption><svg class="plot" width="{W}" height="{H}" '
+            f'viewBox="0 0 {W} {H}" role="img" aria-label="{_esc(title)}">'
+            f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - 10}" y2="{H - PAD}" stroke="#333"/>'
+            f'<line x1="{PAD}" y1="10" x2="{PAD}" y2="{H - PAD}" stroke="#333"/>'
+            f'<text x="{W / 2}" y="{H - 8}" text-anchor="middle" font-size="12">{_esc(x_label)}</text>'
+            f'<text x="12" y="{H / 2}" text-anchor="middle" font-size="12" transform="rotate(-90 12 {H / 2})">{_esc(y_label)}</text>'
+            f'{body}</svg></figure>')
+
+
+def _scale(v: float, lo: float, hi: float, a: float, b: float) -> float:
+    return a + (b - a) * ((v - lo) / (hi - lo) if hi > lo else 0.5)
+
+
+def _legend(names: list[str], offset: int = 0) -> str:
+    return "".join(f'<rect x="{W - 150}" y="{14 + 16 * i}" width="10" height="10" fill="{COLORS[(i + offset) % len(COLORS)]}"/>'
+                   f'<text x="{W - 135}" y="{23 + 16 * i}" font-size="11">{_esc(n)}</text>' for i, n in enumerate(names))
+
+
+def pass_plot(report: dict[str, Any], metric: str, label: str) -> str:
+    names = list(report["candidates"])
+    ks = sorted({int(k) for c in report["candidates"].values() for k in c[metric]})
+    x = lambda k: _scale(k, ks[0], ks[-1], PAD + 20, W - 170)  # noqa: E731
+    y = lambda v: _scale(v, 0, 1, H - PAD, 16)  # noqa: E731
+    parts = [f'<text x="{PAD - 6}" y="{y(t) + 4}" text-anchor="end" font-size="10">{t:.1f}</text>' for t in (0, 0.5, 1)]
+    parts += [f'<text x="{x(k)}" y="{H - PAD + 14}" text-anchor="middle" font-size="10">{k}</text>' for k in ks]
+    for i, name in enumerate(names):
+        color, pts = COLORS[i % len(COLORS)], []
+        for k in ks:
+            e = report["candidates"][name][metric].get(str(k))
+            if not e or e["value"] is None:
+                continue
+            pts.append(f"{x(k) + 3 * i:.1f},{y(e['value']):.1f}")
+            if e.get("interval"):
+                lo, hi = e["interval"]
+                parts.append(f'<line x1="{x(k) + 3 * i:.1f}" x2="{x(k) + 3 * i:.1f}" y1="{y(lo):.1f}" y2="{y(hi):.1f}" '
+                             f'stroke="{color}" stroke-width="2"/>')
+            parts.append(f'<circle cx="{x(k) + 3 * i:.1f}" cy="{y(e["value"]):.1f}" r="3.5" fill="{color}"/>')
+        if len(pts) > 1:
+            parts.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="{color}"/>')
+    return _frame(f"{label} against k (95% intervals)", "".join(parts) + _legend(names), "k", label)
+
+
+def cost_plot(report: dict[str, Any]) -> str:
+    rows = [(n, c["cost_per_accepted_usd"]) for n, c in report["candidates"].items()]
+    top = max([e["interval"][1] if e.get("interval") else (e["value"] or 0) for _, e in rows] + [1e-9])
+    parts = []
+    for i, (name, e) in enumerate(rows):
+        yy = 24 + i * ((H - PAD - 30) / max(1, len(rows)))
+        parts.append(f'<text x="{PAD + 4}" y="{yy - 4}" font-size="11">{_esc(name)}</text>')
+        if e["value"] is None:
+            parts.append(f'<text x="{PAD + 4}" y="{yy + 10}" font-size="11" fill="#999">undefined: {_esc(e.get("reason", ""))}</text>')
+            continue
+        x = lambda v: _scale(v, 0, top * 1.1, PAD, W - 20)  # noqa: E731
+        if e.get("interval"):
+            parts.append(f'<line x1="{x(e["interval"][0]):.1f}" x2="{x(e["interval"][1]):.1f}" y1="{yy + 4}" y2="{yy + 4}" '
+                         f'stroke="#333" stroke-width="2"/>')
+        parts.append(f'<rect x="{PAD}" y="{yy}" width="{max(1.0, x(e["value"]) - PAD):.1f}" height="8" '
+                     f'fill="{COLORS[i % len(COLORS)]}" opacity="0.7"/>')
+        parts.append(f'<text x="{W - 18}" y="{yy + 8}" font-size="10" text-anchor="end">${e["value"]:.4f}</text>')
+    return _frame("cost per accepted run, USD (95% intervals)", "".join(parts), "USD", "")
+
+
+def latency_plot(report: dict[str, Any]) -> str:
+    names = list(report["candidates"])
+    durations = {n: [t["duration_s"] or 0 for t in report["trials"] if t["candidate"] == n] for n in names}
+    top = max([max(v) for v in durations.values() if v] + [1e-9])
+    parts = []
+    for i, name in enumerate(names):
+        xx = _scale(i, -0.5, len(names) - 0.5, PAD, W - 20)
+        parts.append(f'<text x="{xx:.1f}" y="{H - PAD + 14}" text-anchor="middle" font-size="10">{_esc(name)}</text>')
+        for j, d in enumerate(durations[name]):
+            parts.append(f'<circle cx="{xx + ((j % 7) - 3) * 3:.1f}" cy="{_scale(d, 0, top * 1.1, H - PAD, 16):.1f}" r="2.5" '
+                         f'fill="{COLORS[i % len(COLORS)]}" opacity="0.6"/>')
+        c = report["candidates"][name]
+        for q, dash in (("latency_p50_s", ""), ("latency_p95_s", ' stroke-dasharray="4 2"')):
+            if c.get(q) is not None:
+                yy = _scale(c[q], 0, top * 1.1, H - PAD, 16)
+                parts.append(f'<line x1="{xx - 18:.1f}" x2="{xx + 18:.1f}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#000"{dash}/>')
+    parts.append(f'<text x="{PAD - 6}" y="20" text-anchor="end" font-size="10">{top * 1.1:.0f}s</text>')
+    return _frame("latency per trial (solid p50, dashed p95)", "".join(parts), "candidate", "seconds")
+
+
+def paired_plot(report: dict[str, Any]) -> str:
+    parts = []
+    comps = report["comparisons"]
+    tasks = sorted({t for c in comps for t in c.get("per_task", {})})
+    y = lambda v: _scale(v, -1, 1, H - PAD, 16)  # noqa: E731
+    parts.append(f'<line x1="{PAD}" x2="{W - 20}" y1="{y(0):.1f}" y2="{y(0):.1f}" stroke="#999" stroke-dasharray="3 3"/>')
+    parts += [f'<text x="{PAD - 6}" y="{y(v) + 4:.1f}" text-anchor="end" font-size="10">{v:+.0f}</text>' for v in (-1, 0, 1)]
+    for i, comp in enumerate(comps):
+        for j, t in enumerate(tasks):
+            if t in comp.get("per_task", {}):
+                xx = _scale(j, -0.5, max(1, len(tasks)) - 0.5, PAD, W - 170) + 4 * i
+                parts.append(f'<circle cx="{xx:.1f}" cy="{y(comp["per_task"][t]):.1f}" r="3.5" fill="{COLORS[(i + 1) % len(COLORS)]}">'
+                             f'<title>{_esc(t)}: {comp["per_task"][t]:+.3f}</title></circle>')
+    legend = _legend([f"{c['candidate']} − {c['baseline']}" for c in comps], offset=1) if comps else ""
+    return _frame(f"per-task paired differences ({report['primary_metric']})", "".join(parts) + legend,
+                  f"{len(tasks)} tasks", "difference")
+
+
+def render(report: dict[str, Any]) -> str:
+    a = report["adoption"]
+    run = report["run"]
+    badge = {"ADOPT": "#2ca02c", "REJECT": "#d62728", "INCONCLUSIVE": "#ff7f0e"}.get(a["decision"], "#777")
+    rows = "".join(
+        f"<tr><td>{_esc(n)}</td><td>{c['n_accepted']}/{c['n_trials_in_denominator']}</td>"
+        f"<td>{c['infra_errors']}</td><td>{_esc(c['excluded'] or '')}</td><td>${c['cost_usd_total']:.4f}</td>"
+        f"<td>{c['latency_p50_s'] or 0:.1f}s / {c['latency_p95_s'] or 0:.1f}s</td></tr>"
+        for n, c in report["candidates"].items())
+    plots = [pass_plot(report, "pass_at_k", "pass@k"), pass_plot(report, "pass_hat_k", "pass^k"), cost_plot(report),
+             latency_plot(report), paired_plot(report)]
+    warnings = "".join(f"<p class='warn'>warning: {_esc(w)}</p>" for w in report["warnings"])
+    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>trialbox report</title>
+<style>body{{font:14px system-ui,sans-serif;margin:24px;max-width:1100px}}figure{{display:inline-block;margin:8px}}
+figcaption{{font-weight:600;margin-bottom:4px}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px}}
+.decision{{color:#fff;background:{badge};padding:6px 12px;display:inline-block;border-radius:4px;font-weight:700}}
+.warn{{color:#a60}}</style></head><body>
+<h1>trialbox report — run {_esc(run['id'])}</h1>
+<p>{run['finished_trials']}/{run['planned_trials']} trials{' — PROVISIONAL (unfinished run)' if run['provisional'] else ''};
+primary metric {_esc(report['primary_metric'])}; confidence {report['confidence']}</p>{warnings}
+<p class="decision">{_esc(a['decision'])}</p><ul>{''.join(f'<li>{_esc(r)}</li>' for r in a['reasons'])}</ul>
+<table><tr><th>candidate</th><th>accepted</th><th>infra errors</th><th>excluded</th><th>cost</th><th>latency p50/p95</th></tr>{rows}</table>
+{''.join(plots)}
+<script>
+window.__errors = [];
+window.addEventListener("error", e => window.__errors.push(String(e.message)));
+window.addEventListener("load", () => {{
+  const plots = document.querySelectorAll("svg.plot");
+  const empty = [...plots].filter(p => p.getBBox().width === 0 || p.childElementCount < 3);
+  document.title = (plots.length === {len(plots)} && !empty.length && !window.__errors.length)
+    ? "trialbox report: ok" : "trialbox report: broken (" + empty.length + " empty, " + window.__errors.join("; ") + ")";
+}});
+</script></body></html>
+"""
