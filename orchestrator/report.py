@@ -87,12 +87,30 @@ def _candidate(rows: list[dict], m: Manifest, cluster_of: dict[str, str], diffic
                          "model_calls": sum(r.get("model_calls") or 0 for r in rows) / n,
                          **{f"{k}_tokens": sum((r.get("tokens") or {}).get(k, 0) for r in rows) / n
                             for k in ("input", "output", "cache_read", "cache_write")}}
+    out["models_served"] = sorted({mdl for r in rows for mdl in r.get("models_served") or []})
     out["by_difficulty"] = {}
     for level in ("easy", "medium", "hard"):
         sub = [r for r in kept if difficulty.get(r["task"]) == level]
         if sub:
-            out["by_difficulty"][level] = {"n_trials": len(sub), "acceptance_rate": sum(r["verdict"]["accepted"] for r in sub) / len(sub)}
+            sub_tasks = {t: v for t, v in per_task.items() if difficulty.get(t) == level}
+            out["by_difficulty"][level] = {
+                "n_trials": len(sub), "acceptance_rate": sum(r["verdict"]["accepted"] for r in sub) / len(sub),
+                **{f"{metric}@{a.k[0]}": _metric(metric, a.k[0], sub_tasks, cluster_of, a.confidence, m.experiment.seed)
+                   for metric in ("pass_at_k", "pass_hat_k")}}
     return out
+
+
+def _saturation(rows: list[dict]) -> dict[str, Any]:
+    """How loaded the host was while trials ran (from each trial's recorded conditions)."""
+    cond = [r.get("conditions") or {} for r in rows]
+    loads = [c[k] for c in cond for k in ("load_at_start", "load_at_end") if c.get(k) is not None]
+    throttled = [c for c in cond if (c.get("cpu_throttled_periods") or 0) > 0]
+    docker_lat = [c["docker_api_latency_s"] for c in cond if c.get("docker_api_latency_s") is not None]
+    peaks = [c["memory_peak_bytes"] for c in cond if c.get("memory_peak_bytes")]
+    return {"host_load_max": max(loads, default=None), "host_load_p50": quantile(loads, 0.5),
+            "trials_cpu_throttled": len(throttled), "trials_with_conditions": len([c for c in cond if c]),
+            "docker_api_latency_p95_s": quantile(docker_lat, 0.95),
+            "memory_peak_max_mb": round(max(peaks) / 2**20, 1) if peaks else None}
 
 
 def _count(items) -> dict[str, int]:
@@ -166,10 +184,12 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
         "schema_version": SCHEMA_VERSION,
         "run": {"id": paths.root.name, "lock_sha256": hashlib.sha256(paths.lock.read_bytes()).hexdigest(),
                 "provisional": len(rows) < planned, "planned_trials": planned, "finished_trials": len(rows),
+                "stopped_by_cost_cap": _stopped_by_cap(paths),
                 "started_at": min((r.get("started_at") or "" for r in rows), default=None),
                 "finished_at": max((r.get("finished_at") or "" for r in rows), default=None)},
         "confidence": m.analysis.confidence, "primary_metric": f"{m.analysis.primary_metric}@{m.analysis.k[0]}",
         "warnings": [w for w in [few_clusters_warning(list({cluster_of[t] for t in cluster_of}))] if w],
+        "saturation": _saturation(rows),
         "candidates": {name: _candidate(rs, m, cluster_of, difficulty) for name, rs in by_cand.items()},
         "comparisons": [], "trials": [_trial(r, m) for r in rows]}
     baseline = m.analysis.adoption.baseline if m.analysis.adoption else m.candidates[0].name
@@ -193,6 +213,11 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
     return report
 
 
+def _stopped_by_cap(paths: RunPaths) -> bool:
+    run_file = paths.root / "run.json"
+    return bool(json.loads(run_file.read_text()).get("stopped_by_cost_cap")) if run_file.exists() else False
+
+
 def _trial(r: dict, m: Manifest) -> dict[str, Any]:
     v = r["verdict"]
     return {"id": r["id"], "task": r["task"], "candidate": r["candidate"], "replicate": r["replicate"],
@@ -203,6 +228,13 @@ def _trial(r: dict, m: Manifest) -> dict[str, Any]:
 def terminal(report: dict[str, Any]) -> str:
     lines = [f"run {report['run']['id']}: {report['run']['finished_trials']}/{report['run']['planned_trials']} trials"
              + ("  (PROVISIONAL: unfinished)" if report["run"]["provisional"] else "")]
+    if report["run"].get("stopped_by_cost_cap"):
+        lines.append("the run stopped admitting trials when its cost reached max_run_cost_usd")
+    sat = report.get("saturation") or {}
+    if sat.get("trials_with_conditions"):
+        lines.append(f"host: load max {sat['host_load_max']:.2f}, {sat['trials_cpu_throttled']} trial(s) CPU-throttled, "
+                     f"engine latency p95 {sat['docker_api_latency_p95_s'] or 0:.3f}s, peak memory "
+                     f"{sat['memory_peak_max_mb'] or 0} MiB")
     lines += [f"warning: {w}" for w in report["warnings"]]
     fmt = lambda e: ("n/a" if e["value"] is None else f"{e['value']:.3f}" + (  # noqa: E731
         f" [{e['interval'][0]:.3f}, {e['interval'][1]:.3f}]" if e.get("interval") else ""))

@@ -138,6 +138,7 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
         result.update(stop_reason=None, cost_usd=0.0, events_anchor=None)
         events = read_events(folder / "events.jsonl") if (folder / "events.jsonl").exists() else []
     latencies = [e["latency_s"] for e in events if e.get("kind") == "model_call"]
+    result["models_served"] = sorted({str(e.get("model_served")) for e in events if e.get("kind") == "model_call"})
     conditions.update(load_at_end=os.getloadavg()[0],
                       model_api_latency_s=round(sum(latencies) / len(latencies), 6) if latencies else None)
     result.update(verdict=verdict.to_dict(), finished_at=_now(), duration_s=round(time.monotonic() - t0, 3),

@@ -221,3 +221,23 @@ def test_reproduce_matches_and_refuses_drift(demo_run, project, repo_root):
         rubric.write_text(original)
     assert "graders.textkit-slug-unicode: locked" in drift.stderr and "Traceback" not in drift.stderr
     assert not (project / "runs/drifted").exists()
+
+
+def test_run_cost_cap_stops_admitting_trials(project, repo_root):
+    manifest = project / "examples/capped.yaml"
+    text = (project / "examples/offline-demo.yaml").read_text()
+    text = text.replace("name: offline-demo", "name: capped").replace("  max_cost_usd: 1.0", "  max_cost_usd: 1.0\n  max_run_cost_usd: 0.01")
+    manifest.write_text(text.replace("  select: [\"textkit-slug-unicode\", \"ledger-negative-format\"]",
+                                     "  select: [\"textkit-slug-unicode\"]"))
+    out = project / "runs/capped"
+    res = cli("run", str(manifest), "--scripted-model", str(project / "examples/scripted-model.yaml"), "--out", str(out),
+              cwd=repo_root, check=0)
+    assert "worst-case cost: 8 trial(s) x $1.0 = $8.00; run cap: $0.01" in res.stdout
+    assert "stopped admitting trials: the run cost reached its cap of $0.01" in res.stdout
+    finished = outcomes(out)
+    assert 0 < len(finished) < 8
+    report = json.loads(cli("report", str(out), "--json", cwd=repo_root, check=0).stdout)
+    assert report["run"]["stopped_by_cost_cap"] and report["run"]["provisional"]
+    assert report["adoption"]["decision"] == "NONE"
+    assert report["candidates"]["claude-scripted"]["models_served"] == ["scripted-model-1"]
+    assert report["saturation"]["trials_with_conditions"] == len(finished)
