@@ -139,16 +139,30 @@ def _scripted_model(path: str):
     return server
 
 
+def with_scripted_model(command):
+    """Run ``command`` with the scripted model server up when ``--scripted-model`` is given."""
+    def wrapped(args: argparse.Namespace) -> int:
+        server = _scripted_model(args.scripted_model) if getattr(args, "scripted_model", None) else None
+        try:
+            return command(args)
+        finally:
+            if server is not None:
+                server.stop()
+    return wrapped
+
+
+def _run_manifest(paths, override: str | None = None):
+    """The manifest a run used, from where it was (its relative paths resolve there), or ``override``."""
+    from .manifest import load_manifest
+    from .tasks import load_tasks
+
+    source = json.loads(paths.source.read_text())["manifest"] if paths.source.exists() else paths.manifest
+    loaded = load_manifest(Path(override or source))
+    return loaded, load_tasks(loaded)
+
+
+@with_scripted_model
 def cmd_run(args: argparse.Namespace) -> int:
-    server = _scripted_model(args.scripted_model) if args.scripted_model else None
-    try:
-        return _run(args)
-    finally:
-        if server is not None:
-            server.stop()
-
-
-def _run(args: argparse.Namespace) -> int:
     from .job import run_experiment
 
     loaded, tasks = _load_all(Path(args.manifest))
@@ -175,25 +189,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+@with_scripted_model
 def cmd_regrade(args: argparse.Namespace) -> int:
-    server = _scripted_model(args.scripted_model) if args.scripted_model else None
-    try:
-        return _regrade(args)
-    finally:
-        if server is not None:
-            server.stop()
-
-
-def _regrade(args: argparse.Namespace) -> int:
     from .job import regrade_run
-    from .manifest import load_manifest
-    from .tasks import load_tasks
 
     paths = _run_paths(args.run)
-    # the copy in the run folder names task folders relative to the original's place
-    source = json.loads(paths.source.read_text())["manifest"] if paths.source.exists() else paths.manifest
-    loaded = load_manifest(Path(args.manifest or source))
-    changed = regrade_run(paths, loaded, load_tasks(loaded), _connect(), say=lambda line: print(line, flush=True))
+    loaded, tasks = _run_manifest(paths, args.manifest)
+    changed = regrade_run(paths, loaded, tasks, _connect(), say=lambda line: print(line, flush=True))
     print(f"{changed} verdict(s) changed")
     return 0
 
@@ -207,14 +209,10 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .manifest import load_manifest
     from .report import GATE, build_report, terminal, to_json
-    from .tasks import load_tasks
 
     paths = _run_paths(args.run)
-    source = json.loads(paths.source.read_text())["manifest"] if paths.source.exists() else paths.manifest
-    loaded = load_manifest(Path(source))
-    tasks = load_tasks(loaded)
+    loaded, tasks = _run_manifest(paths)
     planned = len(json.loads((paths.root / "plan.json").read_text())["trials"]) if (paths.root / "plan.json").exists() \
         else len(tasks) * len(loaded.manifest.candidates) * loaded.manifest.execution.trials_per_task
     report = build_report(paths, loaded.manifest, {t.id: t.config.difficulty for t in tasks},
@@ -227,22 +225,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     return GATE[report["adoption"]["decision"]] if args.gate else 0
 
 
+@with_scripted_model
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    server = _scripted_model(args.scripted_model) if args.scripted_model else None
-    try:
-        from .job import reproduce_run
-        from .manifest import load_manifest
-        from .tasks import load_tasks
+    from .job import reproduce_run
 
-        paths = _run_paths(args.run)
-        source = json.loads(paths.source.read_text())["manifest"] if paths.source.exists() else paths.manifest
-        loaded = load_manifest(Path(source))
-        out = Path(args.out) if args.out else paths.root.with_name(paths.root.name + "-reproduced")
-        differing = reproduce_run(paths, loaded, load_tasks(loaded), _connect(), out,
-                                  say=lambda line: print(line, flush=True))
-    finally:
-        if server is not None:
-            server.stop()
+    paths = _run_paths(args.run)
+    loaded, tasks = _run_manifest(paths)
+    out = Path(args.out) if args.out else paths.root.with_name(paths.root.name + "-reproduced")
+    differing = reproduce_run(paths, loaded, tasks, _connect(), out, say=lambda line: print(line, flush=True))
     if differing:
         print(f"{len(differing)} verdict(s) differ from {paths.root}:", *differing, sep="\n  ")
         return 1

@@ -312,23 +312,31 @@ def pydantic_problems(file: str, exc: ValidationError, skip: set[str] = frozense
 CANDIDATE_TAGS = {"claude", "command", "script", "oracle", "nop"}
 
 
+def parse_model(path: Path, model: type[BaseModel], tags: set[str] = frozenset()
+                ) -> tuple[BaseModel | None, Any, list[Problem]]:
+    """Read one YAML file into ``model``: the instance (or None), the raw data, and every problem
+    (unreadable file, bad YAML, not a mapping, ``REQUIRED`` placeholders, type errors)."""
+    data, problems = read_yaml(path)
+    if problems:
+        return None, None, problems
+    if not isinstance(data, dict):
+        return None, None, [Problem(str(path), "", "expected a mapping at the top level")]
+    required = find_required_literals(data)
+    problems = [Problem(str(path), p, "the placeholder REQUIRED must be replaced by a value") for p in required]
+    try:
+        return model.model_validate(data), data, problems
+    except ValidationError as exc:
+        return None, data, problems + pydantic_problems(str(path), exc, skip=set(required), tags=tags)
+
+
 def parse_manifest(path: Path) -> tuple[LoadedManifest | None, list[Problem]]:
     """Parse and type-check one manifest file; returns the model (or None) and every problem."""
     path = Path(path).absolute()
-    data, problems = read_yaml(path)
-    if problems:
+    manifest, data, problems = parse_model(path, Manifest, CANDIDATE_TAGS)
+    if data is None:
         return None, problems
-    if not isinstance(data, dict):
-        return None, [Problem(str(path), "", "expected a mapping at the top level")]
-    required = find_required_literals(data)
-    problems += [Problem(str(path), p, "the placeholder REQUIRED must be replaced by a value")
-                 for p in required]
-    loaded = None
-    try:
-        loaded = LoadedManifest(path=path, manifest=Manifest.model_validate(data))
-    except ValidationError as exc:
-        problems += pydantic_problems(str(path), exc, skip=set(required), tags=CANDIDATE_TAGS)
     problems += check_manifest(data, path)
+    loaded = LoadedManifest(path=path, manifest=manifest) if manifest is not None else None
     return (loaded if not problems else None), problems
 
 

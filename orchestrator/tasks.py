@@ -16,11 +16,11 @@ import subprocess
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import Problem, RepoError, ValidationFailed
 from .hashing import sha256_file
-from .manifest import LoadedManifest, Model, find_required_literals, pydantic_problems, read_yaml
+from .manifest import LoadedManifest, Model, parse_model
 from .settings import load_settings
 
 SHA1 = re.compile(r"^[0-9a-f]{40}$")
@@ -143,17 +143,8 @@ class Task(BaseModel):
 
 
 def _parse(path: Path, model: type[Model]) -> tuple[Model | None, list[Problem]]:
-    data, problems = read_yaml(path)
-    if problems:
-        return None, problems
-    if not isinstance(data, dict):
-        return None, [Problem(str(path), "", "expected a mapping at the top level")]
-    required = find_required_literals(data)
-    problems = [Problem(str(path), p, "the placeholder REQUIRED must be replaced by a value") for p in required]
-    try:
-        return model.model_validate(data), problems
-    except ValidationError as exc:
-        return None, problems + pydantic_problems(str(path), exc, skip=set(required))
+    parsed, _, problems = parse_model(path, model)
+    return parsed, problems
 
 
 def trusted_git_dir(src: Path) -> Path:
