@@ -93,6 +93,7 @@ def grade_trial(client: docker.DockerClient, image_id: str, task: Task, original
         evidence = {"instruction": (task.folder / task.config.instruction).read_text(), "diff": diff.text,
                     "submit summary": agent.summary or "(none)", "test outcomes": outcomes}
         crits.append(judge.judge(rubric.read_text(), evidence, trial_id))
-    if final.skipped or final.truncated:
-        crits.append(C.Criterion("export", False, not final.truncated, {"notes": final.skipped[:50]}))
+    if final.skipped or final.truncated:  # a workspace that did not fit the export bounds cannot be judged whole
+        crits.append(C.Criterion("export", final.truncated, not final.truncated,
+                                 {"truncated": final.truncated, "notes": final.skipped[:50]}))
     return Grade(decide(crits, agent.stop_reason, broken_reason(events)), diff, run)

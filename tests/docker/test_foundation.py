@@ -178,7 +178,7 @@ def test_lock_refuses_stated_identifiers_that_do_not_match(images, repo_root, tm
     assert not manifest.with_name("compare-prompts.lock.json").exists()
 
 
-@pytest.mark.parametrize("name", ["smoke.yaml", "script-demo.yaml", "compare-prompts.yaml"])
+@pytest.mark.parametrize("name", ["smoke.yaml", "script-demo.yaml", "compare-prompts.yaml", "offline-demo.yaml"])
 def test_every_example_validates_and_locks(images, repo_root, tmp_path, name):
     manifest = _copy_project(repo_root, tmp_path).with_name(name)
     assert _cli("validate", str(manifest), cwd=repo_root).returncode == 0

@@ -70,3 +70,34 @@ def test_future_history_never_enters(repo_root, tmp_path):
     assert _git(work, "cat-file", "-e", task.config.repo.commit).returncode != 0  # a fresh commit, not the original
     assert "abs(cents)" not in (work / "ledger" / "money.py").read_text()  # the task's tree, not the fix
     assert b"future fix" not in b"".join(p.read_bytes() for p in (work / ".git").rglob("*") if p.is_file())
+
+
+def test_export_is_bounded_and_keeps_links_as_data():
+    import io
+    import tarfile as tf_mod
+
+    from orchestrator.grading.export import ExportLimits, read_tar
+
+    buf = io.BytesIO()
+    with tf_mod.open(fileobj=buf, mode="w") as tf:
+        for name, data in (("workspace/a.py", b"x" * 10), ("workspace/.git/config", b"[core]"), ("workspace/b.py", b"y" * 10)):
+            ti = tf_mod.TarInfo(name)
+            ti.size, ti.mode = len(data), 0o4755
+            tf.addfile(ti, io.BytesIO(data))
+        link = tf_mod.TarInfo("workspace/up")
+        link.type, link.linkname = tf_mod.SYMTYPE, "/etc/shadow"
+        tf.addfile(link)
+        hard = tf_mod.TarInfo("workspace/h")
+        hard.type, hard.linkname = tf_mod.LNKTYPE, "workspace/a.py"
+        tf.addfile(hard)
+        evil = tf_mod.TarInfo("workspace/../../etc/x")
+        evil.size = 1
+        tf.addfile(evil, io.BytesIO(b"z"))
+    buf.seek(0)
+    tree = read_tar(buf, "workspace", ExportLimits())
+    assert set(tree.files) == {"a.py", "b.py"} and tree.symlinks == {"up": "/etc/shadow"}
+    assert "a.py" in tree.executable and any("setuid" in n for n in tree.skipped)
+    assert any(n.startswith("h: hard link") for n in tree.skipped)
+    buf.seek(0)
+    small = read_tar(buf, "workspace", ExportLimits(max_bytes=15))
+    assert small.truncated and set(small.files) == {"a.py"}

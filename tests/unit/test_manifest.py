@@ -141,7 +141,7 @@ def test_load_raises_with_every_problem(project):
     assert all(str(project.manifest) in str(p) for p in info.value.problems)
 
 
-@pytest.mark.parametrize("name", ["smoke.yaml", "script-demo.yaml", "compare-prompts.yaml"])
+@pytest.mark.parametrize("name", ["smoke.yaml", "script-demo.yaml", "compare-prompts.yaml", "offline-demo.yaml"])
 def test_examples_validate(repo_root, name):
     loaded = load_manifest(repo_root / "examples" / name)
     assert loaded.manifest.experiment.name
