@@ -198,7 +198,8 @@ def _execute(queue: deque, total: int, finished: int, slots: int, cap: float | N
                 result = future.result()
                 if result["verdict"]["outcome"] == "infra_error" and spec.attempt == 1:
                     say(f"infrastructure error in {spec.trial_id} ({result['verdict']['kind']}): retrying it once")
-                    queue.appendleft(dataclasses.replace(spec, attempt=2, retries=1))
+                    queue.appendleft(dataclasses.replace(spec, attempt=2, retries=1, prior_cost_usd=(
+                        spec.prior_cost_usd + (result.get("cost_usd") or 0.0))))
                     continue
                 events_file = paths.trial(spec.trial_id, spec.attempt) / "events.jsonl"
                 store.record(result, read_events(events_file) if events_file.exists() else [])

@@ -56,6 +56,8 @@ class TrialSpec:
     limits: BudgetLimits
     attempt: int = 1
     retries: int = 0
+    prior_cost_usd: float = 0.0
+    """What the attempts this one replaces spent (an infrastructure retry keeps their cost)."""
 
 
 def trial_id(task: str, candidate: str, replicate: int) -> str:
@@ -141,6 +143,9 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
     result["models_served"] = sorted({str(e.get("model_served")) for e in events if e.get("kind") == "model_call"})
     conditions.update(load_at_end=os.getloadavg()[0],
                       model_api_latency_s=round(sum(latencies) / len(latencies), 6) if latencies else None)
+    if spec.prior_cost_usd:
+        result["cost_of_retried_attempts_usd"] = spec.prior_cost_usd
+        result["cost_usd"] = round((result.get("cost_usd") or 0.0) + spec.prior_cost_usd, 8)
     result.update(verdict=verdict.to_dict(), finished_at=_now(), duration_s=round(time.monotonic() - t0, 3),
                   conditions=conditions)
     (folder / "verdict.json").write_text(json.dumps(result, indent=2, default=str))

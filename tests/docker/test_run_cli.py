@@ -241,3 +241,34 @@ def test_run_cost_cap_stops_admitting_trials(project, repo_root):
     assert report["adoption"]["decision"] == "NONE"
     assert report["candidates"]["claude-scripted"]["models_served"] == ["scripted-model-1"]
     assert report["saturation"]["trials_with_conditions"] == len(finished)
+
+
+def test_infrastructure_retry_replaces_its_trial_and_keeps_its_cost(project, repo_root):
+    manifest = project / "examples/retry.yaml"
+    manifest.write_text("""experiment: {name: retry}
+candidates:
+  - {name: claude, agent: claude, model_snapshot: scripted-model-1}
+execution: {trials_per_task: 1, deadline_seconds: 120}
+tasks: {path: ../tasks, graders: ../graders, images: ../images, select: [ledger-negative-format]}
+""")
+    err = {"error": {"status": 500, "type": "api_error", "message": "down", "retry_after": 0}}
+    script = project / "examples/retry-model.yaml"
+    script.write_text(json.dumps({"scripts": {"retry-key#ledger-negative-format": [
+        {"content": [{"type": "tool_use", "name": "bash", "input": {"command": "ls"}}],
+         "usage": {"input_tokens": 10000, "output_tokens": 100}},
+        *[err] * 6,  # the first attempt's model API fails for good: infra_error(model_api)
+        {"content": [{"type": "tool_use", "name": "submit", "input": {"summary": "done"}}],
+         "usage": {"input_tokens": 1000, "output_tokens": 10}}]}}))
+    out = project / "runs/retry"
+    res = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(manifest), "--scripted-model", str(script),
+                          "--out", str(out)], capture_output=True, text=True, cwd=repo_root,
+                         env={**ENV, "ANTHROPIC_API_KEY": "retry-key"}, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "infrastructure error in ledger-negative-format/claude/0 (model_api): retrying it once" in res.stdout
+    db = sqlite3.connect(out / "results.sqlite")
+    rows = db.execute("SELECT id, attempt, retries, cost_usd, outcome FROM trials").fetchall()
+    db.close()
+    first = (10000 * 3 + 100 * 15) / 1e6
+    second = (1000 * 3 + 10 * 15) / 1e6
+    assert len(rows) == 1 and rows[0][:3] == ("ledger-negative-format/claude/0", 2, 1)  # replaced, not added
+    assert rows[0][3] == pytest.approx(first + second) and rows[0][4] == "rejected"  # both attempts' cost counted
