@@ -5,7 +5,8 @@ trialbox version and commit, the Docker engine version, each image's ID (and
 repository digests) for its current recipe, each task's folder hash and the
 commit of its history-free repository, each grader folder's hash, the dataset
 revision and grader commit (hashes over those), prompt and script sha256s, the
-tool contract revision and the resource limits and budgets. ``write_lock``
+tool contract revision, the model price table's version and the resource
+limits and budgets. ``write_lock``
 saves it beside the manifest as ``<name>.lock.json``; ``check_lock`` lists
 every identifier that no longer matches, by name, with both values.
 
@@ -28,6 +29,7 @@ from . import __version__
 from .engine import engine_version
 from .errors import DriftError, ImageNotFound, LockError, Problem, ValidationFailed
 from .hashing import combine, sha256_file, tree_sha256
+from .agents.prices import load_prices
 from .images import resolve_image
 from .manifest import LoadedManifest
 from .repos import materialize, source_identity
@@ -103,6 +105,7 @@ def resolve_lock(loaded: LoadedManifest, tasks: list[Task], client: docker.Docke
         "trialbox": harness_identity(),
         "docker": engine_version(client),
         "tool_contract_revision": m.experiment.tool_contract_revision,
+        "price_table_version": load_prices().version,
         "images": _images_section(client, images_dir, {t.config.image for t in tasks}),
         "tasks": task_section,
         "graders": graders,
