@@ -44,7 +44,10 @@ from .sandbox.gc import collect_garbage
 from .settings import load_settings
 from .store import RunPaths, Store
 from .tasks import Task
-from .trial import TrialSpec, run_trial
+from .log import get_logger
+from .trial import Cancelled, TrialSpec, run_trial
+
+log = get_logger("job")
 
 
 def ensure_lock(loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient) -> dict[str, Any]:
@@ -184,18 +187,27 @@ def _execute(queue: deque, total: int, finished: int, slots: int, cap: float | N
     running: dict[Future, TrialSpec] = {}
     try:
         while queue or running:
-            while queue and len(running) < slots and not stopped:
-                if cap is not None and cost >= cap:
+            while queue and len(running) < slots:
+                # a retry replaces a trial already admitted: the cap never strands it half-recorded
+                if cap is not None and cost >= cap and queue[0].attempt == 1:
                     stopped = True
                     break
                 spec = queue.popleft()
                 running[pool.submit(run_trial, spec, loaded, client, paths, GraderLimits(), judge, cancel)] = spec
             if not running:
                 break
+            if stopped:
+                queue = deque(s for s in queue if s.attempt > 1)
             finished_now, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished_now:
                 spec = running.pop(future)
-                result = future.result()
+                try:
+                    result = future.result()
+                except Exception as exc:  # a harness bug in one trial never ends the run unrecorded  # noqa: BLE001
+                    if isinstance(exc, Cancelled):
+                        continue
+                    log.error("trial crashed in the harness", trial=spec.trial_id, error=repr(exc))
+                    result = _harness_failure(spec, exc)
                 if result["verdict"]["outcome"] == "infra_error" and spec.attempt == 1:
                     say(f"infrastructure error in {spec.trial_id} ({result['verdict']['kind']}): retrying it once")
                     queue.appendleft(dataclasses.replace(spec, attempt=2, retries=1, prior_cost_usd=(
@@ -207,9 +219,26 @@ def _execute(queue: deque, total: int, finished: int, slots: int, cap: float | N
                 cost += result.get("cost_usd") or 0
                 failed += not result["verdict"]["accepted"]
                 _progress(say, finished, total, len(running), failed, t0, cost, spec, result)
+    except BaseException:
+        cancel.set()  # running trials stop before grading; finished ones below are still recorded
+        for future, spec in list(running.items()):
+            if future.done() and not future.cancelled() and future.exception() is None:
+                result = future.result()
+                if result["verdict"]["outcome"] != "infra_error" or spec.attempt > 1:
+                    events_file = paths.trial(spec.trial_id, spec.attempt) / "events.jsonl"
+                    store.record(result, read_events(events_file) if events_file.exists() else [])
+        raise
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=False, cancel_futures=True)
     return stopped
+
+
+def _harness_failure(spec: TrialSpec, exc: BaseException) -> dict[str, Any]:
+    from .grading.verdict import infra_verdict
+
+    return {"id": spec.trial_id, "task": spec.task.id, "candidate": spec.candidate.name, "replicate": spec.replicate,
+            "attempt": spec.attempt, "retries": spec.retries, "cost_usd": spec.prior_cost_usd, "duration_s": None,
+            "verdict": infra_verdict("harness", repr(exc)[:500]).to_dict()}
 
 
 def _remove_run_containers(client, run_id: str) -> None:

@@ -238,6 +238,9 @@ class LoadedManifest(BaseModel):
         return p if p.is_absolute() else (self.root / p)
 
 
+CRITERIA = {"fail_to_pass", "pass_to_pass", "grader_integrity", "scope", "trajectory", "secrets", "secret_read",
+            "forbidden_effects", "budget", "abstention", "submitted", "evaluator_tampering_attempts", "export",
+            "semantic_judge"}
 OUTCOME_KINDS = {"accepted", "rejected", "agent_timeout", "budget_exhausted",
                  "agent_resource_exhausted", "sandbox_broken_by_agent", "infra_error"}
 
@@ -395,6 +398,11 @@ def check_manifest(data: dict[str, Any], path: Path) -> list[Problem]:
                 out.append(Problem(f, f"analysis.adoption.{field}", f"expected one of {names}, got {adoption[field]!r}"))
         if adoption.get("baseline") is not None and adoption.get("baseline") == adoption.get("candidate"):
             out.append(Problem(f, "analysis.adoption.candidate", "must differ from the baseline"))
+        blocking = adoption.get("blocking_criteria") or []
+        for i, name in enumerate(blocking if isinstance(blocking, list) else []):
+            if name not in CRITERIA:
+                out.append(Problem(f, f"analysis.adoption.blocking_criteria[{i}]",
+                                   f"expected a criterion name {sorted(CRITERIA)}, got {name!r}"))
     exclusions = _get(data, "analysis.exclusions", [])
     for i, kind in enumerate(exclusions if isinstance(exclusions, list) else []):
         if kind not in OUTCOME_KINDS:

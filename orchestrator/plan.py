@@ -11,7 +11,7 @@ squares), and for an even number of candidates each one precedes every other
 equally often, so carry-over effects (a warm cache, a busy disk) cancel out.
 The candidate labels are shuffled once by ``experiment.seed`` and the
 arrangement is recorded. Blocks run period by period: all tasks' first
-replicate before any second one. ``sequential`` keeps manifest order.
+replicate before any second one, each period starting one task further on. ``sequential`` keeps manifest order.
 """
 
 from __future__ import annotations
@@ -63,7 +63,11 @@ def plan(tasks: Sequence[str], candidates: Sequence[str], replicates: int, seed:
     rows = williams_rows(len(labels))
     block = 0
     for r in range(replicates):
-        for t in tasks:
+        # each period starts one task further on, so a task's replicates do not all get the same
+        # row (which would confound the order with the task when the task count is a multiple of
+        # the number of rows); rows follow the block count, which keeps positions balanced
+        for ti in range(len(tasks)):
+            t = tasks[(ti + r) % len(tasks)]
             for position, index in enumerate(rows[block % len(rows)]):
                 c = labels[index]
                 out.append(PlannedTrial(f"{t}/{c}/{r}", t, c, r, block, position))

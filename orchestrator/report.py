@@ -33,7 +33,8 @@ def _task_metric(metric: str, n: int, c: int, k: int) -> float | None:
 
 
 def _per_task(rows: list[dict], exclusions: set[str]) -> dict[str, tuple[int, int]]:
-    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    """(trials in the denominator, accepted) per task; a task whose trials were all excluded stays, as (0, 0)."""
+    counts: dict[str, list[int]] = {r["task"]: [0, 0] for r in rows}
     for r in rows:
         if r["verdict"]["outcome"] in exclusions:
             continue
@@ -77,9 +78,9 @@ def _candidate(rows: list[dict], m: Manifest, cluster_of: dict[str, str], diffic
                           seed=m.experiment.seed)
     out["cost_usd_total"] = round(sum(r.get("cost_usd") or 0 for r in rows), 6)
     out["cost_per_accepted_usd"] = cost.to_dict()
-    durations = [r.get("duration_s") or 0 for r in rows]
+    durations = [r["duration_s"] for r in rows if r.get("duration_s") is not None]
     out["latency_p50_s"], out["latency_p95_s"] = quantile(durations, 0.5), quantile(durations, 0.95)
-    out["time_to_abandon_p50_s"] = quantile([r.get("duration_s") or 0 for r in failed], 0.5)
+    out["time_to_abandon_p50_s"] = quantile([r["duration_s"] for r in failed if r.get("duration_s") is not None], 0.5)
     out["interventions"] = sum(r.get("interventions") or 0 for r in rows)
     out["coverage"] = 1 - sum(bool(r.get("abstained")) for r in rows) / len(rows) if rows else None
     n = len(rows) or 1
@@ -153,7 +154,9 @@ def _adoption(report: dict[str, Any], by_cand: dict[str, list[dict]], m: Manifes
     else:
         reasons.append(f"the difference's interval {diff['interval']} contains min_delta {rule.min_delta}")
     if bound is not None:
-        if cost["interval"] is None:
+        if cost["value"] is None:
+            reject.append("no accepted trial: the cost per accepted run is unbounded")
+        elif cost["interval"] is None:
             reasons.append("the cost per accepted run has no interval")
         elif cost["interval"][0] > bound:
             reject.append(f"the cost per accepted interval {cost['interval']} lies above {bound}")

@@ -71,6 +71,8 @@ def mean_interval(values: Sequence[float], clusters: Sequence[str], confidence: 
     v = np.asarray(values, dtype=float)
     if v.size == 0:
         return Estimate(None, None, "no task")
+    if len(set(clusters)) < 2:  # every resample would be the same: no interval, and no decision on it
+        return Estimate(float(v.mean()), None, "fewer than 2 clusters: no interval")
     sums = _cluster_sums(v, clusters)
     counts = _cluster_sums(np.ones_like(v), clusters)
     rng = np.random.default_rng(seed)
@@ -105,6 +107,8 @@ def ratio_interval(numerators: Sequence[float], denominators: Sequence[float], c
     num, den = np.asarray(numerators, float), np.asarray(denominators, float)
     if den.sum() == 0:
         return RatioEstimate(None, None, resamples, "no accepted trial: cost per accepted run is undefined")
+    if len(set(clusters)) < 2:
+        return RatioEstimate(float(num.sum() / den.sum()), None, 0, "fewer than 2 clusters: no interval")
     ns, ds = _cluster_sums(num, clusters), _cluster_sums(den, clusters)
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(ns), size=(resamples, len(ns)))

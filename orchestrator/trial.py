@@ -137,8 +137,9 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
     except (SandboxError, OSError) as exc:
         log.warning("trial infrastructure error", trial=spec.trial_id, error=str(exc))
         verdict = infra_verdict("sandbox", str(exc))
-        result.update(stop_reason=None, cost_usd=0.0, events_anchor=None)
         events = read_events(folder / "events.jsonl") if (folder / "events.jsonl").exists() else []
+        spent = sum(e.get("cost_usd") or 0.0 for e in events if e.get("kind") == "model_call")
+        result.update(stop_reason=None, cost_usd=round(spent, 8), events_anchor=None)  # what was spent stays spent
     latencies = [e["latency_s"] for e in events if e.get("kind") == "model_call"]
     result["models_served"] = sorted({str(e.get("model_served")) for e in events if e.get("kind") == "model_call"})
     conditions.update(load_at_end=os.getloadavg()[0],

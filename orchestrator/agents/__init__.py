@@ -62,6 +62,10 @@ def make_agent(candidate, task: Task, loaded: LoadedManifest, env: Mapping[str, 
     if kind == "command":
         from .command import CommandAgent
 
+        if not candidate.model_snapshot:
+            raise ConfigError(f"candidate {candidate.name!r}: a command agent needs model_snapshot (its calls are "
+                              "priced by it and the proxy relays only that model)")
+        load_prices().price(candidate.model_snapshot)  # an unpriced model is an error before anything runs
         return CommandAgent(candidate.command, candidate.model_snapshot, api_key_from(env),
                             env.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com", load_prices())
     raise ConfigError(f"unknown agent {kind!r}")

@@ -26,6 +26,8 @@ class StopReason(str, enum.Enum):
     MODEL_ERROR = "model_error"
     ENDED_WITHOUT_SUBMIT = "ended_without_submit"
     AGENT_ERROR = "agent_error"
+    INFRA_ERROR = "infra_error"
+    """The engine failed under the agent (not the agent's doing)."""
 
     @property
     def is_budget(self) -> bool:

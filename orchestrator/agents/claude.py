@@ -107,7 +107,10 @@ class ClaudeAgent(Agent):
                 status, retry_after = exc.status_code, exc.response.headers.get("retry-after")
                 request_id = exc.response.headers.get("request-id")
                 if status not in RETRYABLE:
-                    raise AgentStop(StopReason.MODEL_ERROR, f"HTTP {status}: {clip(str(exc.message), 300)}") from exc
+                    # credentials and permissions are the provider's or the operator's problem; any other 4xx
+                    # (a prompt too long, a malformed request) is the agent design's own failure
+                    reason = StopReason.MODEL_ERROR if status in (401, 403) or status >= 500 else StopReason.AGENT_ERROR
+                    raise AgentStop(reason, f"HTTP {status}: {clip(str(exc.message), 300)}") from exc
             except anthropic.APIConnectionError as exc:
                 ctx.budget.check_deadline()
                 status, retry_after, request_id = "connection", None, None

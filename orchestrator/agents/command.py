@@ -74,6 +74,7 @@ class CommandAgent(Agent):
         ctx.budget.check_deadline()
         remaining = ctx.budget.remaining()
         res = sandbox.exec(["bash", "-c", self.command], timeout=remaining, env=env)
+        self.proxy.wait_idle()  # every model call the command made is recorded before the result is built
         out = res.stdout.decode("utf-8", errors="replace")
         ctx.events.append("agent_command", command=self.command, exit_code=res.exit_code, timed_out=res.timed_out,
                           duration_s=round(res.duration_s, 6), output=clip(out, 8000), output_size=res.stdout_size,

@@ -70,7 +70,7 @@ def parse_sse(data: bytes) -> dict[str, Any] | None:
                 partial[ev["index"]] = partial.get(ev["index"], "") + d.get("partial_json", "")
         elif kind == "message_delta" and message is not None:
             message.update({k: v for k, v in ev.get("delta", {}).items() if v is not None})
-            message.setdefault("usage", {}).update(ev.get("usage", {}))
+            message.setdefault("usage", {}).update({k: v for k, v in (ev.get("usage") or {}).items() if v is not None})
     if message is None:
         return None
     for i, text in partial.items():
@@ -103,7 +103,9 @@ class ModelProxy:
         self.budget: Budget | None = None
         self.stop_reason: AgentStop | None = None
         self.model_tool_uses = 0
+        self.in_flight = 0
         self._lock = threading.Lock()
+        self._record_lock = threading.Lock()
         self._http = httpx.Client(timeout=httpx.Timeout(600.0, connect=30.0))
         proxy = self
 
@@ -196,27 +198,49 @@ class ModelProxy:
             self._reply(h, 403, "trialbox_secret_blocked", "trialbox: the request carried a secret and was not sent")
             return
         started, t0 = now_iso(), time.monotonic()
+        with self._lock:
+            self.in_flight += 1
+        try:
+            self._relay(h, url, body, started, t0)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def wait_idle(self, timeout: float = 10.0) -> None:
+        """Wait until no request is in flight (so every call is recorded before the result is built)."""
+        deadline = time.monotonic() + timeout
+        while self.in_flight and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def _relay(self, h: BaseHTTPRequestHandler, url: httpx.URL, body: bytes, started: str, t0: float) -> None:
         headers = {k: h.headers[k] for k in PASS_HEADERS if h.headers.get(k)}
         headers["x-api-key"] = self.real_key
         if self.trial_id:
             headers["x-trialbox-trial"] = self.trial_id
+        status, request_id, received = 502, None, bytearray()
         try:
             with self._http.stream("POST", url, content=body, headers=headers) as up:
+                status, request_id = up.status_code, up.headers.get("request-id")
                 h.send_response(up.status_code)
                 for k in ("content-type", "request-id", "retry-after"):
                     if k in up.headers:
                         h.send_header(k, up.headers[k])
                 h.end_headers()
-                received = bytearray()
                 for chunk in up.iter_raw():
                     received += chunk
-                    h.wfile.write(chunk)
-                    h.wfile.flush()
-                status, request_id = up.status_code, up.headers.get("request-id")
+                    try:
+                        h.wfile.write(chunk)
+                        h.wfile.flush()
+                    except OSError:
+                        pass  # the agent hung up; the model still answered and is still charged
         except httpx.HTTPError as exc:
-            self._reply(h, 502, "api_error", f"trialbox proxy: upstream failed: {type(exc).__name__}")
-            status, request_id, received = 502, None, bytearray()
-        self._record(body, bytes(received), status, request_id, started, t0)
+            status = 502
+            try:
+                self._reply(h, 502, "api_error", f"trialbox proxy: upstream failed: {type(exc).__name__}")
+            except OSError:
+                pass
+        finally:
+            self._record(body, bytes(received), status, request_id, started, t0)
 
     def _record(self, body: bytes, received: bytes, status: int, request_id: str | None, started: str, t0: float) -> None:
         try:
@@ -236,7 +260,7 @@ class ModelProxy:
         served = message.get("model") or request.get("model", "")
         price_model = served if served in self.prices.models else (self.model or request.get("model", ""))
         cost = self.prices.price(price_model).cost(tin, tout, cread, cwrite) if price_model in self.prices.models else 0.0
-        with self._lock:
+        with self._record_lock:
             self.budget.charge_model(tin, tout, cread, cwrite, cost)
             self.events.append(
                 "model_call", model_requested=request.get("model"), model_served=served, request_id=request_id,

@@ -120,6 +120,10 @@ class ToolBox:
             result = ToolResult("", is_error=True)
             record["error_kind"] = exc.reason.value
             stop = exc
+        except SandboxError as exc:  # the engine failed under the agent: an infrastructure error, never output
+            result = ToolResult("", is_error=True)
+            record["error_kind"] = "infra_error"
+            stop = AgentStop(StopReason.INFRA_ERROR, exc.message)
         self.calls.append(tool)
         full = result.output
         self.events.append("tool", tool=tool, arguments=arguments, output=clip(full, EVENT_OUTPUT_CHARS),

@@ -51,6 +51,8 @@ def decide(criteria: list[Criterion], stop_reason: StopReason, broken_reason: st
             partial[c.name] = c.evidence["passed"] / c.evidence["total"]
     if stop_reason is StopReason.MODEL_ERROR:
         return Verdict("infra_error", "model_api", False, ["the model API kept failing"], criteria, partial)
+    if stop_reason is StopReason.INFRA_ERROR:
+        return Verdict("infra_error", "sandbox", False, ["the engine failed under the agent"], criteria, partial)
     if stop_reason is StopReason.DEADLINE:
         return Verdict("agent_timeout", None, False, failed, criteria, partial)
     if stop_reason.is_budget:

@@ -155,3 +155,10 @@ def test_command_agent_needs_the_model_proxy(project):
         "set environment.network_policy: model-api-only"]
     data["environment"] = {"network_policy": "model-api-only"}
     assert problems_of(project, data) == []
+
+
+def test_blocking_criteria_must_name_criteria(project):
+    data = copy.deepcopy(MANIFEST)
+    data["analysis"]["adoption"] = {"baseline": "a", "candidate": "b", "blocking_criteria": ["secrets", "secret"]}
+    out = problems_of(project, data)
+    assert len(out) == 1 and out[0].startswith("analysis.adoption.blocking_criteria[1]: expected a criterion name")

@@ -35,6 +35,7 @@ def task_and_manifest(repo_root):
 
 
 def _run(agent, tmp_path, limits=BudgetLimits(deadline_seconds=30), reply=None):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     events = EventLog(tmp_path / "events.jsonl", "t")
     budget = Budget(limits)
     ctx = AgentContext("Do it.", ToolBox(None, events, budget, ask_user_reply=reply), budget, events)
@@ -88,12 +89,16 @@ def test_retries_are_recorded_and_usage_priced(server, task_and_manifest, tmp_pa
     assert {t["name"] for t in request["tools"]} == {"bash", "read_file", "write_file", "edit_file", "submit", "ask_user"}
 
 
-def test_a_non_retryable_error_stops_with_model_error(server, task_and_manifest, tmp_path):
+def test_non_retryable_errors_are_classified(server, task_and_manifest, tmp_path):
     task, loaded = task_and_manifest
-    server.add_script("key-e", [{"error": {"status": 400, "type": "invalid_request_error", "message": "bad"}}])
+    server.add_script("key-e", [{"error": {"status": 400, "type": "invalid_request_error", "message": "prompt is too long"}}])
     agent = _claude(task, loaded, env={"ANTHROPIC_API_KEY": "key-e", "ANTHROPIC_BASE_URL": server.url})
     result, _ = _run(agent, tmp_path)
-    assert result.stop_reason is StopReason.MODEL_ERROR and "HTTP 400" in result.detail
+    assert result.stop_reason is StopReason.AGENT_ERROR and "HTTP 400" in result.detail  # the design's own failure
+    server.add_script("key-f", [{"error": {"status": 403, "type": "permission_error", "message": "no access"}}])
+    agent = _claude(task, loaded, env={"ANTHROPIC_API_KEY": "key-f", "ANTHROPIC_BASE_URL": server.url})
+    result, _ = _run(agent, tmp_path / "f")
+    assert result.stop_reason is StopReason.MODEL_ERROR  # the operator's or provider's: an infrastructure error
 
 
 def test_slow_model_hits_the_deadline(server, task_and_manifest, tmp_path):
@@ -148,3 +153,13 @@ def test_the_proxy_relays_only_the_messages_endpoint_of_its_upstream(tmp_path):
             assert proxy._upstream_url(path) is None, path
     finally:
         proxy.stop()
+
+
+def test_streamed_usage_is_not_lost_to_nulls():
+    stream = (b'event: message_start\ndata: {"type": "message_start", "message": {"model": "m", "content": [], '
+              b'"usage": {"input_tokens": 120, "cache_read_input_tokens": 50, "cache_creation_input_tokens": 7, "output_tokens": 1}}}\n\n'
+              b'event: message_delta\ndata: {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, '
+              b'"usage": {"input_tokens": null, "cache_read_input_tokens": null, "output_tokens": 33}}\n\n')
+    message = parse_sse(stream)
+    assert message["usage"] == {"input_tokens": 120, "cache_read_input_tokens": 50, "cache_creation_input_tokens": 7,
+                                "output_tokens": 33}

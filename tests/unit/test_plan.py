@@ -33,6 +33,15 @@ def test_positions_balanced_within_one(n, tasks, reps):
     assert set(blocks.values()) == {n}  # every candidate once per block
 
 
+def test_a_tasks_replicates_do_not_all_run_in_one_order():
+    for n_tasks, n_cands in ((4, 2), (6, 3), (8, 4)):
+        tasks = [f"t{i}" for i in range(n_tasks)]
+        trials = plan(tasks, [f"c{i}" for i in range(n_cands)], 2 * n_cands, seed=0)
+        for t in tasks:
+            orders = {tuple(x.candidate for x in trials if x.task == t and x.replicate == r) for r in range(2 * n_cands)}
+            assert len(orders) > 1, (n_tasks, n_cands, t)
+
+
 def test_deterministic_from_seed_and_periods_first():
     a = plan(["x", "y"], ["p", "q", "r"], 2, seed=1)
     assert a == plan(["x", "y"], ["p", "q", "r"], 2, seed=1)

@@ -116,3 +116,24 @@ def test_reports_follow_the_shipped_json_schema(tmp_path, repo_root):
     assert report["candidates"]["base"]["cost_per_accepted_usd"]["value"] is not None
     empty, _ = decide(tmp_path / "empty", manifest(), p_base=0.0, p_new=0.0)
     assert empty["candidates"]["new"]["cost_per_accepted_usd"]["reason"].startswith("no accepted trial")
+
+
+def test_one_cluster_gives_no_interval_and_no_adoption(tmp_path):
+    m = manifest(min_delta=0.1).model_copy(update={"analysis": manifest(min_delta=0.1).analysis.model_copy(
+        update={"cluster_by": "cluster"})})
+    paths = write_run(tmp_path, p_base=0.2, p_new=0.9)
+    report = build_report(paths, m, {t: "easy" for t in TASKS}, {t: "one-repo" for t in TASKS}, len(TASKS) * 6)
+    assert report["comparisons"][0]["difference"]["interval"] is None
+    assert report["adoption"]["decision"] == "INCONCLUSIVE"
+    assert any("1 cluster" in w for w in report["warnings"])
+
+
+def test_excluded_trials_still_count_their_cost(tmp_path):
+    report, _ = decide(tmp_path, manifest(), p_base=0.5, p_new=1.0, infra=30)  # t00..t29: replicate 0 of new is infra
+    new = report["candidates"]["new"]
+    assert new["cost_per_accepted_usd"]["value"] == pytest.approx(90 * 0.1 / new["n_accepted"])
+
+
+def test_cost_bound_with_no_accepted_trial_rejects(tmp_path):
+    _, a = decide(tmp_path, manifest(min_delta=-1.0, max_cost_per_accepted_usd=0.5), p_base=0.0, p_new=0.0)
+    assert a["decision"] == "REJECT" and any("unbounded" in r for r in a["reasons"])
