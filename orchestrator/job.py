@@ -1,4 +1,4 @@
-"""Many trials: ``trialbox run`` (sequential here), ``regrade`` and the task-set check.
+"""Many trials: ``trialbox run``, ``regrade`` and ``reproduce``.
 
 A run refuses to start on a drifted lock (every drifted identifier named),
 copies the manifest and lock into its run folder, removes leftovers of
