@@ -2,8 +2,8 @@
 
 A run refuses to start on a drifted lock (every drifted identifier named),
 copies the manifest and lock into its run folder, removes leftovers of
-crashed runs, and records each finished trial in the store before starting
-the next one. Running it again on the same run folder continues where it
+crashed runs, runs trials in the plan's order as admission control allows,
+and records each trial in the store as soon as it finishes. Running it again on the same run folder continues where it
 stopped: finished trials are kept, unfinished ones run again; a changed
 manifest or lock is refused.
 """
