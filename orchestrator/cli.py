@@ -81,6 +81,24 @@ def cmd_images_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_images_save(args: argparse.Namespace) -> int:
+    from .images import save_images
+
+    ids = save_images(_connect(), Path(args.images), [args.name], Path(args.out))
+    for name, image_id in ids.items():
+        print(f"{name:10s} {image_id}")
+    print(f"saved to {args.out} (IDs in {args.out}.json)")
+    return 0
+
+
+def cmd_images_load(args: argparse.Namespace) -> int:
+    from .images import load_images
+
+    for name, image_id in load_images(_connect(), Path(args.file)).items():
+        print(f"{name:10s} {image_id} (verified)")
+    return 0
+
+
 def cmd_gc(args: argparse.Namespace) -> int:
     from .sandbox.gc import collect_garbage
     from .settings import load_settings
@@ -292,6 +310,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("names", nargs="*")
     b.add_argument("--images", default="images", help="folder of recipes (default: images)")
     b.set_defaults(func=cmd_images_build)
+    b = isub.add_parser("save", help="write a built image into a tar (to put it on other machines)")
+    b.add_argument("name")
+    b.add_argument("--images", default="images", help="folder of recipes (default: images)")
+    b.add_argument("--out", required=True, help="the tar to write (image IDs go to <out>.json)")
+    b.set_defaults(func=cmd_images_save)
+    b = isub.add_parser("load", help="load images saved by `images save`, checking every image ID")
+    b.add_argument("file")
+    b.set_defaults(func=cmd_images_load)
 
     p = sub.add_parser("run", help="run every trial of the manifest (resumes an interrupted run folder)")
     p.add_argument("manifest")

@@ -22,6 +22,7 @@ so the CA is never baked into an agent image.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import tempfile
@@ -32,7 +33,7 @@ import docker
 import yaml
 
 from .engine import LABEL_PREFIX, docker_errors
-from .errors import ImageBuildError, ImageNotFound
+from .errors import ImageBuildError, ImageError, ImageNotFound
 from .hashing import combine, tree_sha256
 from .log import get_logger
 from .settings import Settings
@@ -170,3 +171,39 @@ def build_images(client: docker.DockerClient, images_dir: Path, settings: Settin
             log.info("up to date", image=name, tag=tag, image_id=image.id)
         records[name] = _record(name, tag, recipe, image)
     return records
+
+
+def save_images(client: docker.DockerClient, images_dir: Path, names: list[str], out: Path) -> dict[str, str]:
+    """Write the built image of ``names`` (one, by tag) into a tar, with its ID in ``<out>.json``."""
+    if len(names) != 1:
+        raise ImageError(f"save one image per file (got {names})")
+    records = {n: resolve_image(client, images_dir, n) for n in names}
+    with docker_errors():
+        stream = client.images.get(records[names[0]].tag).save(named=True)
+        tmp = out.with_suffix(out.suffix + ".tmp")
+        with open(tmp, "wb") as fh:
+            for chunk in stream:
+                fh.write(chunk)
+        tmp.replace(out)
+    ids = {n: r.image_id for n, r in records.items()}
+    out.with_suffix(out.suffix + ".json").write_text(json.dumps({"images": ids}, indent=2) + "\n")
+    return ids
+
+
+def load_images(client: docker.DockerClient, tar: Path) -> dict[str, str]:
+    """Load images saved by ``save_images`` and check that each one's ID is the recorded one.
+
+    Image IDs are content digests: an image that loads under another ID is not the same image, and
+    ``ImageError`` names it (a trial never runs on a look-alike)."""
+    expected = json.loads(tar.with_suffix(tar.suffix + ".json").read_text())["images"]
+    with docker_errors(), open(tar, "rb") as fh:
+        client.images.load(fh.read())
+    bad = []
+    for name, image_id in expected.items():
+        try:
+            client.images.get(image_id)
+        except docker.errors.ImageNotFound:
+            bad.append(f"{name}: {image_id} is not on this engine after loading {tar}")
+    if bad:
+        raise ImageError("images do not match what was saved:\n  " + "\n  ".join(bad))
+    return expected

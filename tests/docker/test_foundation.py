@@ -196,3 +196,15 @@ def test_lock_with_an_unbuilt_image_is_one_clear_line(images, repo_root, tmp_pat
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"{manifest}: images.python: image 'python' for its current recipe")
     assert lines[0].endswith("is not built: run `trialbox images build`")
+
+
+def test_images_save_and_load_keep_their_ids(images, repo_root, tmp_path):
+    out = tmp_path / "images.tar"
+    saved = _cli("images", "save", "python", "--out", str(out), "--images", str(repo_root / "images"), cwd=repo_root)
+    assert saved.returncode == 0, saved.stderr
+    assert json.loads((tmp_path / "images.tar.json").read_text())["images"] == {"python": images["python"].image_id}
+    loaded = _cli("images", "load", str(out), cwd=repo_root)
+    assert loaded.returncode == 0 and f"{images['python'].image_id} (verified)" in loaded.stdout
+    (tmp_path / "images.tar.json").write_text(json.dumps({"images": {"python": "sha256:" + "1" * 64}}))
+    wrong = _cli("images", "load", str(out), cwd=repo_root)
+    assert wrong.returncode == 1 and "do not match what was saved" in wrong.stderr and "Traceback" not in wrong.stderr
