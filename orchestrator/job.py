@@ -193,7 +193,8 @@ def _execute(queue: deque, total: int, finished: int, slots: int, cap: float | N
                     stopped = True
                     break
                 spec = queue.popleft()
-                running[pool.submit(run_trial, spec, loaded, client, paths, GraderLimits(), judge, cancel)] = spec
+                running[pool.submit(run_trial, spec, loaded, client, paths,
+                                    GraderLimits.for_environment(spec.environment), judge, cancel)] = spec
             if not running:
                 break
             if stopped:
@@ -270,7 +271,8 @@ def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], clie
             canaries = json.loads((folder / "canaries.json").read_text())
             cand = next(c for c in loaded.manifest.candidates if c.name == row["candidate"])
             graded = grade_trial(client, row["image_id"], task, original, final, events, agent, canaries,
-                                 loaded.manifest.environment.network_policy, cand.agent, GraderLimits(),
+                                 loaded.manifest.environment.network_policy, cand.agent,
+                                 GraderLimits.for_environment(loaded.manifest.environment),
                                  f"tb-{paths.root.name[:12]}-rg", judge, row["id"])
             verdict = graded.verdict.to_dict()
             verdict["grader_version"] += f"+{tree_sha256(task.grader_folder)[:12]}"

@@ -51,12 +51,22 @@ OUT = "/tmp/grader-out"
 
 @dataclass(frozen=True)
 class GraderLimits:
+    """The grader container's limits. Its reservations are the trial's own (``for_environment``):
+    the grader runs in its trial's admission slot, after the agent, so the slot covers it."""
+
     cpu_limit: float = 1.0
+    cpu_reservation: float = 0.5
+    memory_reservation_mb: int = 512
     memory_limit_mb: int = 2048
     pids_limit: int = 512
     disk_limit_mb: int = 1024
     timeout_s: float = 600.0
     test_timeout_s: float = 60.0
+
+    @classmethod
+    def for_environment(cls, env) -> "GraderLimits":
+        return cls(cpu_reservation=min(env.cpu_reservation, cls.cpu_limit),
+                   memory_reservation_mb=min(env.memory_reservation_mb, cls.memory_limit_mb))
 
 
 class GraderInfraError(Exception):
@@ -238,8 +248,8 @@ def run_tests(client: docker.DockerClient, image_id: str, comp: Composition, tas
     """Run ``nodes`` (and the tripwire) against the composed workspace in a fresh grader container;
     ``GraderInfraError`` when it cannot be set up."""
     spec = SandboxSpec(image_id=image_id, name=f"{name}-{uuid.uuid4().hex[:6]}", cpu_limit=limits.cpu_limit,
-                       cpu_reservation=limits.cpu_limit, memory_limit_mb=limits.memory_limit_mb,
-                       memory_reservation_mb=min(512, limits.memory_limit_mb), pids_limit=limits.pids_limit,
+                       cpu_reservation=limits.cpu_reservation, memory_limit_mb=limits.memory_limit_mb,
+                       memory_reservation_mb=limits.memory_reservation_mb, pids_limit=limits.pids_limit,
                        disk_limit_mb=limits.disk_limit_mb, network="none", mounts=((str(TOOLS), TOOLS_MOUNT),),
                        labels={"org.trialbox.role": "grader"})
     sandbox = DockerSandbox(spec, client)
