@@ -82,9 +82,9 @@ def cmd_images_build(args: argparse.Namespace) -> int:
 
 
 def cmd_images_save(args: argparse.Namespace) -> int:
-    from .images import save_images
+    from .images import save_image
 
-    ids = save_images(_connect(), Path(args.images), [args.name], Path(args.out))
+    ids = save_image(_connect(), Path(args.images), args.name, Path(args.out))
     for name, image_id in ids.items():
         print(f"{name:10s} {image_id}")
     print(f"saved to {args.out} (IDs in {args.out}.json)")

@@ -173,19 +173,17 @@ def build_images(client: docker.DockerClient, images_dir: Path, settings: Settin
     return records
 
 
-def save_images(client: docker.DockerClient, images_dir: Path, names: list[str], out: Path) -> dict[str, str]:
-    """Write the built image of ``names`` (one, by tag) into a tar, with its ID in ``<out>.json``."""
-    if len(names) != 1:
-        raise ImageError(f"save one image per file (got {names})")
-    records = {n: resolve_image(client, images_dir, n) for n in names}
+def save_image(client: docker.DockerClient, images_dir: Path, name: str, out: Path) -> dict[str, str]:
+    """Write the built image ``name`` (by tag) into a tar, with its ID in ``<out>.json``."""
+    record = resolve_image(client, images_dir, name)
     with docker_errors():
-        stream = client.images.get(records[names[0]].tag).save(named=True)
+        stream = client.images.get(record.tag).save(named=True)
         tmp = out.with_suffix(out.suffix + ".tmp")
         with open(tmp, "wb") as fh:
             for chunk in stream:
                 fh.write(chunk)
         tmp.replace(out)
-    ids = {n: r.image_id for n, r in records.items()}
+    ids = {name: record.image_id}
     out.with_suffix(out.suffix + ".json").write_text(json.dumps({"images": ids}, indent=2) + "\n")
     return ids
 

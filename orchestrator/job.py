@@ -255,6 +255,7 @@ def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], clie
                 say: Callable[[str], None] = print) -> int:
     """Grade every stored final workspace again with the current graders; returns how many verdicts changed."""
     by_id = {t.id: t for t in tasks}
+    originals: dict[str, Any] = {}  # the trusted original tree, read once per task
     judge = make_judge(loaded)
     store = Store(paths)
     changed = 0
@@ -265,7 +266,9 @@ def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], clie
             if row["verdict"]["outcome"] == "infra_error" and not (folder / "final-workspace.tar").exists():
                 continue
             final = tree_from_tar(folder / "final-workspace.tar")
-            original = tree_from_tar(materialize(task, load_settings().repos_dir).tar_path)
+            if task.id not in originals:
+                originals[task.id] = tree_from_tar(materialize(task, load_settings().repos_dir).tar_path)
+            original = originals[task.id]
             events = read_events(folder / "events.jsonl")
             agent = _agent_result(row)
             canaries = json.loads((folder / "canaries.json").read_text())

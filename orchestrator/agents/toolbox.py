@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import posixpath
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SandboxBroken, SandboxError
@@ -98,7 +98,6 @@ class ToolBox:
     ask_user_reply: str | None = None
     submission: Submission | None = None
     interventions: int = 0
-    calls: list[str] = field(default_factory=list)
 
     def call(self, tool: str, arguments: dict[str, Any] | None) -> ToolResult:
         """Run one tool call; ``AgentStop`` when the budget, the deadline or the sandbox ends the trial."""
@@ -124,7 +123,6 @@ class ToolBox:
             result = ToolResult("", is_error=True)
             record["error_kind"] = "infra_error"
             stop = AgentStop(StopReason.INFRA_ERROR, exc.message)
-        self.calls.append(tool)
         full = result.output
         self.events.append("tool", tool=tool, arguments=arguments, output=clip(full, EVENT_OUTPUT_CHARS),
                            output_size=len(full.encode()), error=result.is_error, started_at=started,

@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import docker
 import pytest
 
 from orchestrator.engine import LABEL_PREFIX, MANAGED_LABEL
@@ -22,7 +21,7 @@ from orchestrator.sandbox.gc import collect_garbage
 from orchestrator.settings import load_settings
 from orchestrator.tasks import load_tasks
 
-from .conftest import unique_name, wait_until
+from .conftest import unique_name
 
 FUTURE_FIX = "14acc6d2c212ccbdd5c3b97b3e5462db0ede0ed5"
 
