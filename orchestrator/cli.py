@@ -179,13 +179,19 @@ def _run_manifest(paths, override: str | None = None):
     return loaded, load_tasks(loaded)
 
 
+def _backend_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=["local", "ray"], help="where trials run (default: execution.backend)")
+    p.add_argument("--ray-address", metavar="HOST:PORT",
+                   help="the Ray cluster (default: execution.ray_address, then RAY_ADDRESS)")
+
+
 @with_scripted_model
 def cmd_run(args: argparse.Namespace) -> int:
     from .job import run_experiment
 
     loaded, tasks = _load_all(Path(args.manifest))
     paths = run_experiment(loaded, tasks, _connect(), Path(args.out) if args.out else None,
-                           say=lambda line: print(line, flush=True))
+                           say=lambda line: print(line, flush=True), backend=args.backend, ray_address=args.ray_address)
     print(f"results in {paths.root}")
     return 0
 
@@ -250,7 +256,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     paths = _run_paths(args.run)
     loaded, tasks = _run_manifest(paths)
     out = Path(args.out) if args.out else paths.root.with_name(paths.root.name + "-reproduced")
-    differing = reproduce_run(paths, loaded, tasks, _connect(), out, say=lambda line: print(line, flush=True))
+    differing = reproduce_run(paths, loaded, tasks, _connect(), out, say=lambda line: print(line, flush=True),
+                              backend=args.backend, ray_address=args.ray_address)
     if differing:
         print(f"{len(differing)} verdict(s) differ from {paths.root}:", *differing, sep="\n  ")
         return 1
@@ -324,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="run folder (default: runs/<name>-<time>)")
     p.add_argument("--scripted-model", metavar="FILE",
                    help="answer the model from this script file (offline demo; see `trialbox model-server`)")
+    _backend_options(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("show", help="one trial's verdict, criteria with evidence, and event timeline")
@@ -348,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run")
     p.add_argument("--out", help="folder for the new run (default: RUN-reproduced)")
     p.add_argument("--scripted-model", metavar="FILE", help="answer the model from this script file (offline)")
+    _backend_options(p)
     p.set_defaults(func=cmd_reproduce)
 
     p = sub.add_parser("calibrate", help="the semantic judge's false-positive and false-negative rates against labels")

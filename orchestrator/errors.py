@@ -77,6 +77,10 @@ class DriftError(LockError):
         super().__init__(f"{len(self.drifted)} identifier(s) drifted from the lock:\n{lines}")
 
 
+class ClusterError(TrialboxError):
+    """The Ray cluster cannot run this experiment (unreachable, no Docker node, a node that does not match)."""
+
+
 class ImageError(TrialboxError):
     """Something about an image."""
 

@@ -15,11 +15,8 @@ import datetime as dt
 import json
 import os
 import shutil
-import threading
 import time
 from collections import deque
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +26,7 @@ import docker
 from .agents import BudgetLimits
 from .agents.base import AgentResult
 from .agents.budget import StopReason
+from .backends import Admission, Backend, LocalBackend
 from .errors import DriftError, LockError
 from .events import read_events
 from .grading.export import tree_from_tar
@@ -45,7 +43,7 @@ from .settings import load_settings
 from .store import RunPaths, Store
 from .tasks import Task
 from .log import get_logger
-from .trial import Cancelled, TrialSpec, run_trial
+from .trial import Cancelled, TrialSpec
 
 log = get_logger("job")
 
@@ -90,38 +88,8 @@ def trial_specs(loaded: LoadedManifest, tasks: list[Task], lock: dict[str, Any],
     planned = plan([t.id for t in tasks], [c.name for c in m.candidates], ex.trials_per_task, m.experiment.seed,
                    ex.order)
     return [TrialSpec(p.trial_id, run_id, by_task[p.task], by_name[p.candidate], p.replicate,
-                      lock["images"][by_task[p.task].config.image]["image_id"], m.environment, limits)
+                      lock["images"][by_task[p.task].config.image]["image_id"], m.environment, limits, block=p.block)
             for p in planned]
-
-
-@dataclass(frozen=True)
-class Admission:
-    """How many trials may run at once without oversubscribing the host.
-
-    The host offers ``share`` of its CPUs and memory (``TRIALBOX_HOST_SHARE``,
-    default 0.8); every trial reserves the manifest's ``cpu_reservation`` and
-    ``memory_reservation_mb``. Trials start only while the sum of the running
-    ones' reservations fits; ``concurrency: N`` caps it further.
-    """
-
-    cpus: float
-    memory_mb: float
-    per_trial_cpu: float
-    per_trial_memory_mb: float
-    cap: int | None
-
-    @classmethod
-    def for_manifest(cls, m) -> "Admission":
-        share = float(os.environ.get("TRIALBOX_HOST_SHARE", "0.8"))
-        mem_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
-        env, c = m.environment, m.execution.concurrency
-        return cls((os.cpu_count() or 1) * share, mem_mb * share, env.cpu_reservation, env.memory_reservation_mb,
-                   None if c == "auto" else int(c))
-
-    @property
-    def slots(self) -> int:
-        fit = int(min(self.cpus / self.per_trial_cpu, self.memory_mb / self.per_trial_memory_mb) + 1e-9)
-        return max(0, min(fit, self.cap) if self.cap else fit)
 
 
 def _progress(say: Callable[[str], None], done: int, total: int, running: int, failed: int, t0: float,
@@ -131,24 +99,33 @@ def _progress(say: Callable[[str], None], done: int, total: int, running: int, f
     reasons = f" [{', '.join(v['reasons'])}]" if v["reasons"] else ""
     elapsed = time.monotonic() - t0
     eta = elapsed / done * (total - done) if done else 0.0
-    say(f"[{done}/{total}] {spec.trial_id:46s} {label}{reasons}  {result['duration_s']:.1f}s ${result.get('cost_usd') or 0:.4f}"
+    say(f"[{done}/{total}] {spec.trial_id:46s} {label}{reasons}  {result['duration_s'] or 0:.1f}s ${result.get('cost_usd') or 0:.4f}"
         f"  | running {running}, failed {failed}, elapsed {elapsed:.0f}s, ~{eta:.0f}s left, cost ${cost:.4f}")
 
 
 def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, out: Path | None,
-                   say: Callable[[str], None] = print) -> RunPaths:
+                   say: Callable[[str], None] = print, backend: str | None = None,
+                   ray_address: str | None = None) -> RunPaths:
+    """Run (or continue) the experiment; ``backend``/``ray_address`` override the manifest's."""
     m = loaded.manifest
+    backend = backend or m.execution.backend
     judge = make_judge(loaded)  # a missing key is an error before any container starts
     lock = ensure_lock(loaded, tasks, client)
     paths = open_run(loaded, lock, out)
-    collect_garbage(client, load_settings())
-    admission = Admission.for_manifest(m)
-    if admission.slots < 1:
-        raise LockError(f"one trial reserves {admission.per_trial_cpu} CPUs and {admission.per_trial_memory_mb} MiB; "
-                        f"this host offers {admission.cpus:.1f} CPUs and {admission.memory_mb:.0f} MiB")
     store = Store(paths)
-    cancel = threading.Event()
+    runner: Backend | None = None
     try:
+        if backend == "ray":
+            from .cluster import RayBackend
+
+            runner = RayBackend.connect(ray_address or m.execution.ray_address, loaded, tasks, lock, paths, judge, say)
+        else:
+            collect_garbage(client, load_settings())
+            admission = Admission.for_manifest(m)
+            if admission.slots < 1:
+                raise LockError(f"one trial reserves {admission.per_trial_cpu} CPUs and {admission.per_trial_memory_mb} "
+                                f"MiB; this host offers {admission.cpus:.1f} CPUs and {admission.memory_mb:.0f} MiB")
+            runner = LocalBackend(admission, loaded, client, paths, judge)
         done = store.done()
         specs = trial_specs(loaded, tasks, lock, paths.root.name)
         plan_file = paths.root / "plan.json"
@@ -159,79 +136,88 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
         queue = deque(s for s in specs if s.trial_id not in done)
         cost = sum(r.get("cost_usd") or 0 for r in store.trials())
         cap = m.execution.max_run_cost_usd
-        say(f"run {paths.root}: {len(specs)} trial(s), {len(done)} already done; up to {admission.slots} at once "
-            f"({admission.per_trial_cpu} CPU, {admission.per_trial_memory_mb} MiB each)")
+        say(f"run {paths.root}: {len(specs)} trial(s), {len(done)} already done; backend {runner.name}: "
+            f"{runner.describe()}")
         say(f"worst-case cost: {len(queue)} trial(s) x ${m.execution.max_cost_usd} = ${len(queue) * m.execution.max_cost_usd:.2f}; "
             f"run cap: {'none' if cap is None else f'${cap:.2f}'}")
-        stopped = _execute(queue, len(specs), len(done), admission.slots, cap, cost, store, loaded, client, paths,
-                           judge, cancel, say)
-        (paths.root / "run.json").write_text(json.dumps({"stopped_by_cost_cap": stopped, "host_share": os.environ.get(
-            "TRIALBOX_HOST_SHARE", "0.8"), "slots": admission.slots}) + "\n")
+        stopped, left = _execute(queue, len(specs), len(done), cap, cost, store, runner, paths, say)
+        (paths.root / "run.json").write_text(json.dumps({
+            "stopped_by_cost_cap": stopped, "backend": runner.name, "slots": runner.slots,
+            "host_share": os.environ.get("TRIALBOX_HOST_SHARE", "0.8") if runner.name == "local" else None}) + "\n")
         if stopped:
             say(f"stopped admitting trials: the run cost reached its cap of ${cap:.2f}")
+        if left:
+            say(f"{left} trial(s) not run: no node could take them; run the same command again to continue")
     except KeyboardInterrupt:
-        cancel.set()
         say("interrupted: finished trials are kept; run the same command again to continue")
-        _remove_run_containers(client, paths.root.name)
         raise
     finally:
         store.close()
+        if runner is not None:
+            runner.close()
     return paths
 
 
-def _execute(queue: deque, total: int, finished: int, slots: int, cap: float | None, cost: float, store: Store,
-             loaded: LoadedManifest, client, paths: RunPaths, judge, cancel: threading.Event,
-             say: Callable[[str], None]) -> bool:
+def _record(store: Store, paths: RunPaths, spec: TrialSpec, result: dict[str, Any]) -> None:
+    events_file = paths.trial(spec.trial_id, spec.attempt) / "events.jsonl"
+    store.record(result, read_events(events_file) if events_file.exists() else [])
+
+
+def _retry_of(spec: TrialSpec, result: dict[str, Any]) -> TrialSpec:
+    """The second attempt of a trial that hit an infrastructure error (its cost carried over)."""
+    v = result["verdict"]
+    spent = result.get("cost_usd")
+    attempt = {"attempt": spec.attempt, "kind": v["kind"], "detail": "; ".join(v["reasons"])[:500],
+               "node": (result.get("node") or {}).get("name"), "cost_usd": spent}
+    return dataclasses.replace(spec, attempt=spec.attempt + 1, retries=spec.retries + 1,
+                               prior_cost_usd=spec.prior_cost_usd + (spent or 0.0),
+                               previous_attempts=spec.previous_attempts + (attempt,))
+
+
+def _execute(queue: deque, total: int, finished: int, cap: float | None, cost: float, store: Store,
+             runner: Backend, paths: RunPaths, say: Callable[[str], None]) -> tuple[bool, int]:
+    """Start trials in plan order as the backend admits them; record each as it ends.
+
+    Returns whether the cost cap stopped admission, and how many trials were left unrun."""
     t0, failed, stopped = time.monotonic(), 0, False
-    pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="trial")
-    running: dict[Future, TrialSpec] = {}
     try:
-        while queue or running:
-            while queue and len(running) < slots:
+        while queue or runner.running:
+            while queue:
                 # a retry replaces a trial already admitted: the cap never strands it half-recorded
-                if cap is not None and cost >= cap and queue[0].attempt == 1:
+                if cap is not None and cost >= cap and not stopped:
                     stopped = True
+                    queue = deque(s for s in queue if s.attempt > 1)
+                    continue
+                spec = runner.admit(queue)
+                if spec is None:
                     break
-                spec = queue.popleft()
-                running[pool.submit(run_trial, spec, loaded, client, paths,
-                                    GraderLimits.for_environment(spec.environment), judge, cancel)] = spec
-            if not running:
+                runner.submit(spec)
+            if not runner.running:
                 break
-            if stopped:
-                queue = deque(s for s in queue if s.attempt > 1)
-            finished_now, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in finished_now:
-                spec = running.pop(future)
-                try:
-                    result = future.result()
-                except Exception as exc:  # a harness bug in one trial never ends the run unrecorded  # noqa: BLE001
-                    if isinstance(exc, Cancelled):
+            for spec, outcome in runner.wait():
+                if isinstance(outcome, BaseException):
+                    if isinstance(outcome, Cancelled):
                         continue
-                    log.error("trial crashed in the harness", trial=spec.trial_id, error=repr(exc))
-                    result = _harness_failure(spec, exc)
+                    log.error("trial crashed in the harness", trial=spec.trial_id, error=repr(outcome))
+                    result = _harness_failure(spec, outcome)
+                else:
+                    result = outcome
                 if result["verdict"]["outcome"] == "infra_error" and spec.attempt == 1:
                     say(f"infrastructure error in {spec.trial_id} ({result['verdict']['kind']}): retrying it once")
-                    queue.appendleft(dataclasses.replace(spec, attempt=2, retries=1, prior_cost_usd=(
-                        spec.prior_cost_usd + (result.get("cost_usd") or 0.0))))
+                    queue.appendleft(_retry_of(spec, result))
                     continue
-                events_file = paths.trial(spec.trial_id, spec.attempt) / "events.jsonl"
-                store.record(result, read_events(events_file) if events_file.exists() else [])
+                _record(store, paths, spec, result)
                 finished += 1
                 cost += result.get("cost_usd") or 0
                 failed += not result["verdict"]["accepted"]
-                _progress(say, finished, total, len(running), failed, t0, cost, spec, result)
+                _progress(say, finished, total, runner.running, failed, t0, cost, spec, result)
     except BaseException:
-        cancel.set()  # running trials stop before grading; finished ones below are still recorded
-        for future, spec in list(running.items()):
-            if future.done() and not future.cancelled() and future.exception() is None:
-                result = future.result()
-                if result["verdict"]["outcome"] != "infra_error" or spec.attempt > 1:
-                    events_file = paths.trial(spec.trial_id, spec.attempt) / "events.jsonl"
-                    store.record(result, read_events(events_file) if events_file.exists() else [])
+        # running trials stop before grading; finished ones are still recorded
+        for spec, outcome in runner.interrupt():
+            if isinstance(outcome, dict) and (outcome["verdict"]["outcome"] != "infra_error" or spec.attempt > 1):
+                _record(store, paths, spec, outcome)
         raise
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-    return stopped
+    return stopped, len(queue)
 
 
 def _harness_failure(spec: TrialSpec, exc: BaseException) -> dict[str, Any]:
@@ -239,16 +225,9 @@ def _harness_failure(spec: TrialSpec, exc: BaseException) -> dict[str, Any]:
 
     return {"id": spec.trial_id, "task": spec.task.id, "candidate": spec.candidate.name, "replicate": spec.replicate,
             "attempt": spec.attempt, "retries": spec.retries, "cost_usd": spec.prior_cost_usd, "duration_s": None,
+            "block": spec.block, "previous_attempts": list(spec.previous_attempts),
+            "cost_is_lower_bound": any(a.get("cost_usd") is None for a in spec.previous_attempts),
             "verdict": infra_verdict("harness", repr(exc)[:500]).to_dict()}
-
-
-def _remove_run_containers(client, run_id: str) -> None:
-    """End a run's running trials at once (their own cleanup then removes disks and volumes)."""
-    try:
-        for c in client.containers.list(all=True, filters={"label": f"org.trialbox.run={run_id}"}):
-            c.remove(force=True)
-    except Exception:  # noqa: BLE001 - best effort during an interrupt; gc removes the rest
-        pass
 
 
 def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient,
@@ -314,7 +293,8 @@ def calibrate_run(paths: RunPaths, labels: dict[str, str]) -> dict[str, Any]:
 
 
 def reproduce_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, out: Path,
-                  say: Callable[[str], None] = print) -> list[str]:
+                  say: Callable[[str], None] = print, backend: str | None = None,
+                  ray_address: str | None = None) -> list[str]:
     """Run the experiment again from the run's lock into ``out``; ``DriftError`` lists anything that drifted.
 
     Returns the trials whose verdict differs from the original run's."""
@@ -328,7 +308,7 @@ def reproduce_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], cl
     if lock_path(loaded.path).exists():
         lock_path(loaded.path).unlink()  # the run's lock is the reference: write it as the manifest's lock
     lock_path(loaded.path).write_text(json.dumps(locked, indent=2, sort_keys=True) + "\n")
-    run_experiment(loaded, tasks, client, out, say)
+    run_experiment(loaded, tasks, client, out, say, backend, ray_address)
     before, after = Store(paths), Store(RunPaths(out))
     try:
         old = {r["id"]: r["verdict"] for r in before.trials()}

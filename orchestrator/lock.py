@@ -115,7 +115,8 @@ def resolve_lock(loaded: LoadedManifest, tasks: list[Task], client: docker.Docke
         "prompts": prompts,
         "scripts": scripts,
         "environment": m.environment.model_dump(mode="json"),
-        "execution": m.execution.model_dump(mode="json"),
+        # where trials run does not shape their results: a run and its reproduction may use either backend
+        "execution": m.execution.model_dump(mode="json", exclude={"backend", "ray_address"}),
     }
 
 

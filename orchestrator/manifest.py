@@ -151,6 +151,12 @@ class ExecutionConfig(Model):
     """Trials at once; ``auto`` derives it from the host and the reservations."""
     order: Literal["counterbalanced", "sequential"] = "counterbalanced"
     """Trial order within blocks of task × period."""
+    backend: Literal["local", "ray"] = "local"
+    """Where trials run: ``local`` (this machine's engine) or ``ray`` (a Ray cluster; every node with the
+    ``docker`` resource runs its trials on its own engine). Does not shape results: the lock leaves it out,
+    and ``trialbox run --backend`` overrides it."""
+    ray_address: str | None = None
+    """The Ray cluster's address (``host:port``) with ``backend: ray``; default ``RAY_ADDRESS``."""
 
 
 class JudgeConfig(Model):
@@ -403,6 +409,8 @@ def check_manifest(data: dict[str, Any], path: Path) -> list[Problem]:
             if name not in CRITERIA:
                 out.append(Problem(f, f"analysis.adoption.blocking_criteria[{i}]",
                                    f"expected a criterion name {sorted(CRITERIA)}, got {name!r}"))
+    if _get(data, "execution.ray_address") is not None and _get(data, "execution.backend", "local") != "ray":
+        out.append(Problem(f, "execution.ray_address", "only allowed with execution.backend: ray"))
     exclusions = _get(data, "analysis.exclusions", [])
     for i, kind in enumerate(exclusions if isinstance(exclusions, list) else []):
         if kind not in OUTCOME_KINDS:

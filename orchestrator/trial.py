@@ -14,6 +14,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from .grading.verdict import infra_verdict
 from .hashing import tree_sha256
 from .log import get_logger
 from .manifest import EnvironmentConfig, LoadedManifest
+from .nodes import node_info
 from .repos import materialize
 from .sandbox.base import SandboxSpec
 from .settings import load_settings
@@ -57,6 +59,10 @@ class TrialSpec:
     retries: int = 0
     prior_cost_usd: float = 0.0
     """What the attempts this one replaces spent (an infrastructure retry keeps their cost)."""
+    block: int = 0
+    """The plan's block (task × period): its trials, one per candidate, run on one node."""
+    previous_attempts: tuple[dict[str, Any], ...] = ()
+    """The attempts this one replaces: attempt, kind, detail, node, cost (None when lost with its node)."""
 
 
 def trial_id(task: str, candidate: str, replicate: int) -> str:
@@ -90,23 +96,31 @@ def _conditions_start(client: docker.DockerClient) -> dict[str, Any]:
 
 def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClient, paths: RunPaths,
               grader_limits: GraderLimits = GraderLimits(), judge: Judge | None = None,
-              cancel: threading.Event | None = None) -> dict[str, Any]:
+              cancel: threading.Event | None = None, env: Mapping[str, str] | None = None,
+              node: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run one trial and write its artifacts; returns the result document (also stored as verdict.json).
 
-    ``cancel`` (set on Ctrl-C) stops the trial before grading: it raises ``Cancelled``."""
+    ``cancel`` (set on Ctrl-C) stops the trial before grading: it raises ``Cancelled``. ``env`` is
+    where the agent's API key and base URL come from (default: this process's environment);
+    ``node`` is the machine's description recorded with the result (default: this machine)."""
     folder = paths.trial(spec.trial_id, spec.attempt)
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.iterdir():  # a crashed earlier run of the same attempt left these: never mixed in
         stale.unlink()
     (folder / "events.jsonl").unlink(missing_ok=True)
     started, t0 = _now(), time.monotonic()
-    agent = make_agent(spec.candidate, spec.task, loaded)
+    agent = make_agent(spec.candidate, spec.task, loaded, env)
     canaries = new_canaries()
     (folder / "canaries.json").write_text(json.dumps(canaries.values))  # host-only: kept for regrading
     original = tree_from_tar(materialize(spec.task, load_settings().repos_dir).tar_path)
     result: dict[str, Any] = {"id": spec.trial_id, "task": spec.task.id, "candidate": spec.candidate.name,
                               "replicate": spec.replicate, "attempt": spec.attempt, "retries": spec.retries,
-                              "started_at": started, "image_id": spec.image_id}
+                              "started_at": started, "image_id": spec.image_id, "block": spec.block,
+                              "node": node or node_info(client)}
+    if spec.previous_attempts:
+        result["previous_attempts"] = list(spec.previous_attempts)
+        if any(a.get("cost_usd") is None for a in spec.previous_attempts):
+            result["cost_is_lower_bound"] = True  # an attempt lost with its node took its spend records along
     conditions = _conditions_start(client)
     try:
         with agent_session(agent, spec.task, sandbox_spec(spec), client, folder / "events.jsonl", spec.limits,
