@@ -134,6 +134,16 @@ def render(report: dict[str, Any]) -> str:
     plots = [pass_plot(report, "pass_at_k", "pass@k"), pass_plot(report, "pass_hat_k", "pass^k"), cost_plot(report),
              latency_plot(report), paired_plot(report)]
     warnings = "".join(f"<p class='warn'>warning: {_esc(w)}</p>" for w in report["warnings"])
+    nodes = report.get("nodes") or {"by_node": {}}
+    node_rows = "".join(
+        f"<tr><td>{_esc(n)}</td><td>{_esc(e['hardware'].get('cpus'))} × {_esc(e['hardware'].get('cpu_model'))}, "
+        f"{_esc(e['hardware'].get('memory_mb'))} MiB, Docker {_esc(e['hardware'].get('docker'))}</td>"
+        f"<td>{e['accepted']}/{e['trials']}</td><td>"
+        + ", ".join(f"{_esc(c)} {v['accepted']}/{v['trials']}" for c, v in e["by_candidate"].items()) + "</td></tr>"
+        for n, e in nodes["by_node"].items())
+    node_table = (f"<h2>By node</h2><p>{len(nodes.get('split_blocks', []))}/{nodes.get('blocks', 0)} block(s) split "
+                  f"across nodes; {nodes.get('lost_attempts', 0)} attempt(s) lost with a node</p><table><tr><th>node</th>"
+                  f"<th>hardware</th><th>accepted</th><th>by candidate</th></tr>{node_rows}</table>")
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>trialbox report</title>
 <style>body{{font:14px system-ui,sans-serif;margin:24px;max-width:1100px}}figure{{display:inline-block;margin:8px}}
 figcaption{{font-weight:600;margin-bottom:4px}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px}}
@@ -144,6 +154,7 @@ figcaption{{font-weight:600;margin-bottom:4px}}table{{border-collapse:collapse}}
 primary metric {_esc(report['primary_metric'])}; confidence {report['confidence']}</p>{warnings}
 <p class="decision">{_esc(a['decision'])}</p><ul>{''.join(f'<li>{_esc(r)}</li>' for r in a['reasons'])}</ul>
 <table><tr><th>candidate</th><th>accepted</th><th>infra errors</th><th>excluded</th><th>cost</th><th>latency p50/p95</th></tr>{rows}</table>
+{node_table}
 {''.join(plots)}
 <script>
 window.__errors = [];

@@ -114,6 +114,47 @@ def _saturation(rows: list[dict]) -> dict[str, Any]:
             "memory_peak_max_mb": round(max(peaks) / 2**20, 1) if peaks else None}
 
 
+UNEVEN_SHARE = 0.05
+"""A candidate whose share of trials on some node differs from the candidates' mean share by more than this
+is flagged: its trials did not share hardware with the others' as the blocks intended."""
+
+
+def _nodes(rows: list[dict], candidates: list[str], max_cost_usd: float) -> dict[str, Any]:
+    """Results by node, blocks split across nodes, unevenly spread candidates, attempts lost with a node."""
+    by_node: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        node = r.get("node") or {}
+        name = node.get("name") or "unknown"
+        entry = by_node.setdefault(name, {
+            "hardware": {k: node.get(k) for k in ("hostname", "cpu_model", "cpus", "memory_mb", "kernel")}
+            | {"docker": (node.get("docker") or {}).get("version")},
+            "trials": 0, "accepted": 0, "by_candidate": {c: {"trials": 0, "accepted": 0} for c in candidates}})
+        accepted = int(r["verdict"]["accepted"])
+        entry["trials"] += 1
+        entry["accepted"] += accepted
+        if r["candidate"] in entry["by_candidate"]:
+            entry["by_candidate"][r["candidate"]]["trials"] += 1
+            entry["by_candidate"][r["candidate"]]["accepted"] += accepted
+    blocks: dict[int, set[str]] = defaultdict(set)
+    for r in rows:
+        if r.get("block") is not None:
+            blocks[r["block"]].add((r.get("node") or {}).get("name") or "unknown")
+    shares = {c: {n: e["by_candidate"][c]["trials"] / total for n, e in by_node.items()}
+              for c in candidates if (total := sum(e["by_candidate"][c]["trials"] for e in by_node.values()))}
+    uneven = []
+    for c, share in shares.items():
+        gaps = {n: share[n] - sum(s[n] for s in shares.values()) / len(shares) for n in by_node}
+        if any(abs(g) > UNEVEN_SHARE for g in gaps.values()):
+            uneven.append({"candidate": c, "share_by_node": {n: round(v, 4) for n, v in sorted(share.items())}})
+    lost = [a for r in rows for a in r.get("previous_attempts") or [] if a.get("kind") in ("node_lost", "worker_lost")]
+    unknown = [a for r in rows for a in r.get("previous_attempts") or [] if a.get("cost_usd") is None]
+    return {"by_node": dict(sorted(by_node.items())), "blocks": len(blocks),
+            "split_blocks": sorted(b for b, names in blocks.items() if len(names) > 1),
+            "uneven_candidates": uneven, "lost_attempts": len(lost),
+            "attempts_with_unknown_cost": len(unknown),
+            "unknown_cost_at_most_usd": round(len(unknown) * max_cost_usd, 6)}
+
+
 def _count(items) -> dict[str, int]:
     c: dict[str, int] = defaultdict(int)
     for i in items:
@@ -193,8 +234,20 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
         "confidence": m.analysis.confidence, "primary_metric": f"{m.analysis.primary_metric}@{m.analysis.k[0]}",
         "warnings": [w for w in [few_clusters_warning(list({cluster_of[t] for t in cluster_of}))] if w],
         "saturation": _saturation(rows),
+        "nodes": _nodes(rows, [c.name for c in m.candidates], m.execution.max_cost_usd),
         "candidates": {name: _candidate(rs, m, cluster_of, difficulty) for name, rs in by_cand.items()},
         "comparisons": [], "trials": [_trial(r, m) for r in rows]}
+    nodes = report["nodes"]
+    if nodes["attempts_with_unknown_cost"]:
+        report["warnings"].append(
+            f"{nodes['attempts_with_unknown_cost']} attempt(s) were lost with their node and their spend with them: "
+            f"every cost is a lower bound (missing at most ${nodes['unknown_cost_at_most_usd']:.2f})")
+    if nodes["split_blocks"]:
+        report["warnings"].append(f"{len(nodes['split_blocks'])} of {nodes['blocks']} block(s) ran on more than one "
+                                  "node: their paired trials did not share hardware")
+    for u in nodes["uneven_candidates"]:
+        report["warnings"].append(f"candidate {u['candidate']} was spread over the nodes unlike the others: "
+                                  f"{u['share_by_node']}")
     baseline = m.analysis.adoption.baseline if m.analysis.adoption else m.candidates[0].name
     base = _per_task_values(by_cand[baseline], m)
     for c in m.candidates:
@@ -225,7 +278,8 @@ def _trial(r: dict, m: Manifest) -> dict[str, Any]:
     v = r["verdict"]
     return {"id": r["id"], "task": r["task"], "candidate": r["candidate"], "replicate": r["replicate"],
             "retries": r.get("retries", 0), "outcome": _label(r), "reasons": v["reasons"], "cost_usd": r.get("cost_usd"),
-            "duration_s": r.get("duration_s"), "excluded": v["outcome"] in m.analysis.exclusions}
+            "duration_s": r.get("duration_s"), "excluded": v["outcome"] in m.analysis.exclusions,
+            "node": (r.get("node") or {}).get("name"), "block": r.get("block")}
 
 
 def terminal(report: dict[str, Any]) -> str:
@@ -238,6 +292,14 @@ def terminal(report: dict[str, Any]) -> str:
         lines.append(f"host: load max {sat['host_load_max']:.2f}, {sat['trials_cpu_throttled']} trial(s) CPU-throttled, "
                      f"engine latency p95 {sat['docker_api_latency_p95_s'] or 0:.3f}s, peak memory "
                      f"{sat['memory_peak_max_mb'] or 0} MiB")
+    nodes = report.get("nodes") or {}
+    if len(nodes.get("by_node") or {}) > 1 or nodes.get("lost_attempts"):
+        lines.append(f"nodes: {len(nodes['by_node'])}, blocks split across nodes {len(nodes['split_blocks'])}/"
+                     f"{nodes['blocks']}, attempts lost with a node {nodes['lost_attempts']}")
+        for name, e in nodes["by_node"].items():
+            per = ", ".join(f"{c} {v['accepted']}/{v['trials']}" for c, v in e["by_candidate"].items())
+            lines.append(f"    {name} ({e['hardware'].get('cpus')} CPU {e['hardware'].get('cpu_model')}, "
+                         f"{e['hardware'].get('memory_mb')} MiB): {e['accepted']}/{e['trials']} accepted; {per}")
     lines += [f"warning: {w}" for w in report["warnings"]]
     fmt = lambda e: ("n/a" if e["value"] is None else f"{e['value']:.3f}" + (  # noqa: E731
         f" [{e['interval'][0]:.3f}, {e['interval'][1]:.3f}]" if e.get("interval") else ""))
