@@ -160,33 +160,39 @@ def _node_id() -> str:
     return ray.get_runtime_context().get_node_id()
 
 
-@ray.remote
-def probe_node(image_ids: dict[str, str], harness: dict[str, str]) -> dict[str, Any]:
-    """This node's description, and what keeps it from running the run's trials (empty when nothing)."""
+def node_problems(client, image_ids: dict[str, str], harness: dict[str, str]) -> list[str]:
+    """What keeps this machine from running a run's trials: another trialbox, or a pinned image missing."""
     from .lock import harness_identity
-    from .sandbox.gc import collect_garbage
 
     problems: list[str] = []
     mine = harness_identity()
     if mine != harness:
         problems.append(f"trialbox {mine['version']}+{mine['commit']} differs from the lock's "
                         f"{harness['version']}+{harness['commit']}: install the same trialbox on every node")
+    for name, image_id in sorted(image_ids.items()):
+        try:
+            found = client.images.get(image_id).id
+        except Exception:  # noqa: BLE001 - not found or unreadable: either way not the pinned image
+            found = None
+        if found != image_id:
+            problems.append(f"image {name} {image_id} is not on this node's engine (`trialbox images save` where "
+                            "it was built, `trialbox images load` here; never a rebuilt look-alike)")
+    return problems
+
+
+@ray.remote
+def probe_node(image_ids: dict[str, str], harness: dict[str, str]) -> dict[str, Any]:
+    """This node's description, and what keeps it from running the run's trials (empty when nothing)."""
+    from .nodes import node_name
+    from .sandbox.gc import collect_garbage
+
     try:
         client = connect(timeout=30)
     except TrialboxError as exc:
-        from .nodes import node_name
-
-        return {"info": {"name": node_name(), "id": _node_id()}, "problems": problems + [str(exc)]}
+        return {"info": {"name": node_name(), "id": _node_id()}, "problems": [str(exc)]}
     try:
         info = node_info(client, _node_id())
-        for name, image_id in sorted(image_ids.items()):
-            try:
-                found = client.images.get(image_id).id
-            except Exception:  # noqa: BLE001 - not found or unreadable: either way not the pinned image
-                found = None
-            if found != image_id:
-                problems.append(f"image {name} {image_id} is not on this node's engine (`trialbox images save` "
-                                f"where it was built, `trialbox images load` here; never a rebuilt look-alike)")
+        problems = node_problems(client, image_ids, harness)
         collect_garbage(client, load_settings())  # leftovers of trials whose process died on this node
     finally:
         client.close()
@@ -265,6 +271,8 @@ class RayBackend:
         self.bundle_sha = hashlib.sha256(data).hexdigest()
         self.bundle = [ray.put(data)]  # in a list: passed by reference, fetched once per node
         self.refreshed = 0.0
+        self._alive_ids: set[str] = set()
+        self._pending, self._soft = "", False  # where admit placed the trial submit starts next
 
     @classmethod
     def connect(cls, address: str | None, loaded: LoadedManifest, tasks: list[Task], lock: dict[str, Any],
@@ -331,10 +339,16 @@ class RayBackend:
         for r in ready:
             try:
                 probe = ray.get(r)
+            except (ray.exceptions.NodeDiedError, ray.exceptions.TaskUnschedulableError):
+                self.say(f"node {refs[r][:12]} left the cluster during the probe: not used")
+                self.rejected.add(refs[r])
+                continue
             except ray.exceptions.RayError as exc:
                 problems.append(f"node {refs[r][:12]}: probe failed: {exc}")
                 continue
             problems += self._admit_probe(refs[r], ray_nodes[refs[r]], probe)
+        if not problems and not self.nodes:
+            raise ClusterError("no node with the 'docker' resource stayed in the cluster through the probe")
         if problems:
             raise ClusterError("the cluster cannot run this experiment:\n" + "\n".join(f"  {p}" for p in problems))
         self.refreshed = time.monotonic()
@@ -382,7 +396,9 @@ class RayBackend:
     def _place(self, spec: TrialSpec) -> str | None:
         home = self.block_node.get(spec.block)
         if home is not None and self._alive(home):
+            self._soft = spec.attempt > 1
             return home if self.nodes[home].load < self.nodes[home].fit else None
+        self._soft = False
         free = [n for n in self.nodes.values() if self._alive(n.name) and n.load < n.fit]
         if not free:
             return None
@@ -415,7 +431,9 @@ class RayBackend:
         node = self.nodes[name]
         ref = node_trial.options(
             num_cpus=self.cpu, memory=int(self.memory_mb * 2**20), resources={RESOURCE: MARKER},
-            scheduling_strategy=_on(node.id), max_retries=0, retry_exceptions=False,
+            # a retry prefers its block's node but goes elsewhere if that node turns out to be gone
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node.id, soft=self._soft),
+            max_retries=0, retry_exceptions=False,
             name=f"trialbox {spec.trial_id} a{spec.attempt}",
         ).remote(spec, self.loaded, self.bundle_sha, self.bundle, self.judge, self.model_env)
         node.load += 1
@@ -452,6 +470,10 @@ class RayBackend:
             return spec, (Cancelled(spec.trial_id) if isinstance(exc.cause, KeyboardInterrupt) else cause)
         except ray.exceptions.RayError as exc:  # the node or its worker died: the attempt died with it
             return spec, self._lost(spec, name, exc)
+        ran_on = (out["result"].get("node") or {}).get("name")
+        if ran_on and ran_on != name:  # a soft-placed retry Ray had to run elsewhere
+            self.say(f"block {spec.block} continues on node {ran_on} instead of {name}: it counts as split")
+            self.block_node[spec.block] = ran_on
         folder = self.paths.trial(spec.trial_id, spec.attempt)
         folder.mkdir(parents=True, exist_ok=True)
         for stale in folder.iterdir():
@@ -462,15 +484,11 @@ class RayBackend:
 
     def _lost(self, spec: TrialSpec, name: str, exc: BaseException) -> dict[str, Any]:
         """The record of an attempt that died with its node or worker (written by the driver)."""
-        deadline = time.monotonic() + 10.0
-        dead = isinstance(exc, (ray.exceptions.NodeDiedError, ray.exceptions.TaskUnschedulableError))
-        while not dead and time.monotonic() < deadline:  # a worker crash first; the node's death may follow
-            self._refresh(force=True)
-            dead = not self._alive(name)
-            if not dead:
-                time.sleep(0.5)
+        # a node's death arrives as NodeDiedError once Ray's health checks notice it; a worker that died
+        # alone (killed, out of memory) as WorkerCrashedError with its node still alive
         self._refresh(force=True)
-        kind = "node_lost" if dead or not self._alive(name) else "worker_lost"
+        died = isinstance(exc, (ray.exceptions.NodeDiedError, ray.exceptions.TaskUnschedulableError))
+        kind = "node_lost" if died or not self._alive(name) else "worker_lost"
         detail = f"{kind.replace('_', ' ')}: node {name}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
         node = self.nodes.get(name)
         result = {"id": spec.trial_id, "task": spec.task.id, "candidate": spec.candidate.name,

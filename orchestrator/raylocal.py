@@ -43,6 +43,19 @@ class NodeSpec:
     env: dict[str, str] = field(default_factory=dict)
 
 
+def _session(sid: int) -> list[int]:
+    """Every process of session ``sid``."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == sid:  # after the command: state, ppid, pgrp, session
+            out.append(int(stat.parent.name))
+    return out
+
+
 class LocalRayCluster:
     """A head (no ``docker`` resource, runs no trial) and worker nodes, in a loopback-only namespace."""
 
@@ -118,24 +131,25 @@ class LocalRayCluster:
                 raise RuntimeError(f"ray node {name} did not start:\n{tail}")
             time.sleep(0.2)
 
-    def pgid(self, name: str) -> int:
-        return self.procs[name].pid  # each node runs in its own session, led by its `ray start`
-
     def node_of(self, pid: int) -> str | None:
-        """The node whose processes include ``pid`` (None: not one of ours)."""
+        """The node whose processes include ``pid`` (None: not one of ours).
+
+        Each node runs in its own session, led by its ``ray start``; Ray puts its workers in process
+        groups of their own, but they stay in that session."""
         try:
-            group = os.getpgid(pid)
+            sid = os.getsid(pid)
         except ProcessLookupError:
             return None
-        return next((n for n, p in self.procs.items() if p.pid == group), None)
+        return next((n for n, p in self.procs.items() if p.pid == sid), None)
 
     def kill_node(self, name: str) -> None:
-        """Lose a node at once: SIGKILL to every process it started (its machine 'fails')."""
+        """Lose a node at once: SIGKILL to every process of its session (its machine 'fails')."""
         proc = self.procs.pop(name)
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        for pid in _session(proc.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         proc.wait(timeout=30)
 
     def stop(self) -> None:

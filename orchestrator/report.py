@@ -135,10 +135,13 @@ def _nodes(rows: list[dict], candidates: list[str], max_cost_usd: float) -> dict
         if r["candidate"] in entry["by_candidate"]:
             entry["by_candidate"][r["candidate"]]["trials"] += 1
             entry["by_candidate"][r["candidate"]]["accepted"] += accepted
-    blocks: dict[int, set[str]] = defaultdict(set)
+    blocks: dict[int, set[str]] = defaultdict(set)    # nodes of the recorded trials
+    attempts: dict[int, set[str]] = defaultdict(set)  # ... and of every attempt, lost ones included
     for r in rows:
         if r.get("block") is not None:
             blocks[r["block"]].add((r.get("node") or {}).get("name") or "unknown")
+            attempts[r["block"]] |= blocks[r["block"]] | {a["node"] for a in r.get("previous_attempts") or []
+                                                          if a.get("node")}
     shares = {c: {n: e["by_candidate"][c]["trials"] / total for n, e in by_node.items()}
               for c in candidates if (total := sum(e["by_candidate"][c]["trials"] for e in by_node.values()))}
     uneven = []
@@ -149,7 +152,8 @@ def _nodes(rows: list[dict], candidates: list[str], max_cost_usd: float) -> dict
     lost = [a for r in rows for a in r.get("previous_attempts") or [] if a.get("kind") in ("node_lost", "worker_lost")]
     unknown = [a for r in rows for a in r.get("previous_attempts") or [] if a.get("cost_usd") is None]
     return {"by_node": dict(sorted(by_node.items())), "blocks": len(blocks),
-            "split_blocks": sorted(b for b, names in blocks.items() if len(names) > 1),
+            "split_blocks": sorted(b for b, names in attempts.items() if len(names) > 1),
+            "blocks_with_pairs_apart": sorted(b for b, names in blocks.items() if len(names) > 1),
             "uneven_candidates": uneven, "lost_attempts": len(lost),
             "attempts_with_unknown_cost": len(unknown),
             "unknown_cost_at_most_usd": round(len(unknown) * max_cost_usd, 6)}
@@ -243,8 +247,10 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
             f"{nodes['attempts_with_unknown_cost']} attempt(s) were lost with their node and their spend with them: "
             f"every cost is a lower bound (missing at most ${nodes['unknown_cost_at_most_usd']:.2f})")
     if nodes["split_blocks"]:
-        report["warnings"].append(f"{len(nodes['split_blocks'])} of {nodes['blocks']} block(s) ran on more than one "
-                                  "node: their paired trials did not share hardware")
+        report["warnings"].append(
+            f"{len(nodes['split_blocks'])} of {nodes['blocks']} block(s) split: some attempt ran on another node "
+            f"than the rest; in {len(nodes['blocks_with_pairs_apart'])} the recorded paired trials ran on different "
+            "nodes")
     for u in nodes["uneven_candidates"]:
         report["warnings"].append(f"candidate {u['candidate']} was spread over the nodes unlike the others: "
                                   f"{u['share_by_node']}")

@@ -1,0 +1,245 @@
+"""The Ray backend on a local cluster of several nodes (``LocalRayCluster``).
+
+Every Ray process and every driver here runs in a network namespace that has
+only loopback. The nodes share this machine's Docker engine, so they simulate
+several machines; the code under test assumes nothing about that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.events import verify_events
+from orchestrator.raylocal import LocalRayCluster, NodeSpec
+
+pytestmark = pytest.mark.docker
+
+ENV = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+OWNER = "org.trialbox.owner"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, client, images):
+    c = LocalRayCluster(tmp_path_factory.mktemp("ray"))
+    try:
+        c.start([NodeSpec("n1", cpus=1, memory_mb=2048), NodeSpec("n2", cpus=1, memory_mb=2048)])
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, repo_root):
+    """A copy of the examples and task set, so locks written here never land in the repository."""
+    root = tmp_path_factory.mktemp("project")
+    for folder in ("tasks", "graders", "images", "examples"):
+        shutil.copytree(repo_root / folder, root / folder, symlinks=True)
+    for lock in (root / "examples").glob("*.lock.json"):
+        lock.unlink()
+    return root
+
+
+def driver(cluster: LocalRayCluster, *args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return cluster.run([sys.executable, "-m", "orchestrator.cli", *args], env=ENV, cwd=cwd, timeout=timeout)
+
+
+def rows(run: Path) -> list[dict]:
+    db = sqlite3.connect(run / "results.sqlite")
+    try:
+        return [json.loads(r[0]) for r in db.execute("SELECT result FROM trials")]
+    finally:
+        db.close()
+
+
+def run_containers(client, run: Path) -> list:
+    return client.containers.list(all=True, filters={"label": f"org.trialbox.run={run.name}"})
+
+
+def sleepy_manifest(folder: Path, repo_root: Path, seconds: int, trials: int = 2) -> Path:
+    """Two candidates whose agent sleeps, then submits; two tasks."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sleep.yaml").write_text(f'steps:\n  - bash: {{command: "sleep {seconds}"}}\n  - submit: {{summary: done}}\n')
+    (folder / "sleepy.yaml").write_text(f"""
+experiment: {{name: sleepy, seed: 3}}
+candidates:
+  - {{name: a, agent: script, script: sleep.yaml}}
+  - {{name: b, agent: script, script: sleep.yaml}}
+environment: {{cpu_limit: 1.0, cpu_reservation: 0.5, memory_limit_mb: 512, memory_reservation_mb: 256, disk_limit_mb: 128}}
+execution: {{trials_per_task: {trials}, deadline_seconds: 120}}
+tasks:
+  path: {repo_root}/tasks
+  graders: {repo_root}/graders
+  images: {repo_root}/images
+  select: [textkit-slug-unicode, ledger-negative-format]
+analysis: {{k: [1]}}
+""")
+    return folder / "sleepy.yaml"
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def node_of(cluster: LocalRayCluster, container) -> str | None:
+    _, pid, _ = container.labels[OWNER].rsplit(":", 2)
+    return cluster.node_of(int(pid))
+
+
+def test_namespace_has_only_loopback(cluster):
+    assert cluster.links() == ["lo"]
+
+
+def test_a_node_that_does_not_match_refuses_the_run_naming_it(cluster, tmp_path, repo_root, client):
+    cluster.add_node(NodeSpec("n3", cpus=1, env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"}))
+    try:
+        manifest = sleepy_manifest(tmp_path / "m", repo_root, 1, trials=1)
+        res = driver(cluster, "run", str(manifest), "--backend", "ray", "--out", str(tmp_path / "run"), cwd=repo_root)
+        assert res.returncode != 0, res.stdout
+        assert "Traceback" not in res.stderr
+        assert "node n3" in res.stderr and "no Docker engine answers" in res.stderr, res.stderr
+        assert "node n1" not in res.stderr and "node n2" not in res.stderr
+        assert not (tmp_path / "run" / "results.sqlite").exists() or rows(tmp_path / "run") == []
+        assert run_containers(client, tmp_path / "run") == []
+    finally:
+        cluster.kill_node("n3")
+
+
+def test_node_problems_names_a_missing_image_and_another_trialbox(client):
+    from orchestrator.cluster import node_problems
+    from orchestrator.lock import harness_identity
+
+    mine = harness_identity()
+    assert node_problems(client, {}, mine) == []
+    problems = node_problems(client, {"python": "sha256:" + "0" * 64}, {**mine, "commit": "f" * 40})
+    assert len(problems) == 2
+    assert "differs from the lock's" in problems[0]
+    assert "image python sha256:" + "0" * 64 in problems[1] and "images load" in problems[1]
+
+
+def test_same_verdicts_as_local_and_blocks_stay_on_one_node(cluster, tmp_path, repo_root, project, client):
+    """The offline demo (every kind of agent, the model over HTTP) on Ray, reproduced on the local backend."""
+    run = tmp_path / "ray-demo"
+    res = driver(cluster, "run", str(project / "examples/offline-demo.yaml"), "--backend", "ray",
+                 "--scripted-model", str(project / "examples/scripted-model.yaml"), "--out", str(run), cwd=repo_root)
+    assert res.returncode == 0, res.stdout + res.stderr
+    got = rows(run)
+    assert len(got) == 16
+    nodes = {r["node"]["name"] for r in got}
+    assert nodes == {"n1", "n2"}, nodes
+    by_block: dict[int, set[str]] = {}
+    for r in got:
+        by_block.setdefault(r["block"], set()).add(r["node"]["name"])
+        assert (run / "trials").is_dir() and r["node"]["docker"]["version"]
+    assert len(by_block) == 4 and all(len(v) == 1 for v in by_block.values()), by_block
+    # artifacts came back to the driver's run folder, and their hash chains hold up to the recorded anchor
+    for r in got:
+        folder = run / "trials" / r["id"].replace("/", "-") / f"a{r['attempt']}"
+        assert (folder / "final-workspace.tar").is_file() and (folder / "verdict.json").is_file()
+        check = verify_events(folder / "events.jsonl", expected_head=r["events_anchor"])
+        assert check.ok and check.count > 0, check.problems
+    report = json.loads(subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", str(run), "--json"],
+                                       capture_output=True, text=True, env=ENV, cwd=repo_root, check=True).stdout)
+    assert set(report["nodes"]["by_node"]) == {"n1", "n2"}
+    assert report["nodes"]["split_blocks"] == [] and report["nodes"]["uneven_candidates"] == []
+    # the same experiment on the local backend: every verdict the same
+    local = tmp_path / "local-demo"
+    rep = subprocess.run([sys.executable, "-m", "orchestrator.cli", "reproduce", str(run), "--backend", "local",
+                          "--scripted-model", str(project / "examples/scripted-model.yaml"), "--out", str(local)],
+                         capture_output=True, text=True, env=ENV, cwd=repo_root, timeout=600)
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    assert "every verdict matches" in rep.stdout
+    assert {r["node"]["name"] for r in rows(local)} == {os.uname().nodename}
+    assert run_containers(client, run) == [] and run_containers(client, local) == []
+
+
+def test_ctrl_c_on_the_driver_cancels_and_leaves_no_container_on_any_node(cluster, tmp_path, repo_root, client):
+    manifest = sleepy_manifest(tmp_path / "m", repo_root, 60)
+    run = tmp_path / "interrupted"
+    proc = cluster.popen([sys.executable, "-m", "orchestrator.cli", "run", str(manifest), "--backend", "ray",
+                          "--out", str(run)], env=ENV, cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        wait_for(lambda: {node_of(cluster, c) for c in run_containers(client, run)} >= {"n1", "n2"}, 120,
+                 "trials running on both nodes")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    assert "interrupted" in out + err and "Traceback" not in err
+    assert run_containers(client, run) == []
+    assert rows(run) == []  # nothing had finished: nothing recorded, nothing half-recorded
+
+
+def test_a_lost_node_and_a_lost_worker_are_retried_once_and_nothing_is_lost(cluster, tmp_path, repo_root, client):
+    manifest = sleepy_manifest(tmp_path / "m", repo_root, 12)
+    run = tmp_path / "faults"
+    proc = cluster.popen([sys.executable, "-m", "orchestrator.cli", "run", str(manifest), "--backend", "ray",
+                          "--out", str(run)], env=ENV, cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        def agents_on_both():
+            agents = [c for c in run_containers(client, run) if not c.name.endswith("-g")]
+            by_node = {}
+            for c in agents:
+                by_node.setdefault(node_of(cluster, c), []).append(c)
+            return by_node if {"n1", "n2"} <= set(by_node) else None
+
+        by_node = wait_for(agents_on_both, 120, "agents running on both nodes")
+        victim = by_node["n1"][0]
+        killed_worker_trial = victim.labels["org.trialbox.trial"]
+        lost_trials = {c.labels["org.trialbox.trial"] for c in by_node["n2"]}
+        os.kill(int(victim.labels[OWNER].rsplit(":", 2)[1]), signal.SIGKILL)  # n1's Ray worker dies alone
+        cluster.kill_node("n2")                                               # n2 is lost with everything on it
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out + err
+    got = rows(run)
+    ids = [r["id"] for r in got]
+    assert len(ids) == 8 and len(set(ids)) == 8  # every planned trial once: nothing lost, nothing counted twice
+    by_id = {r["id"]: r for r in got}
+    worker = by_id[killed_worker_trial]
+    assert worker["retries"] == 1 and worker["previous_attempts"][0]["kind"] == "worker_lost"
+    assert worker["node"]["name"] == "n1"  # retried on its block's node, which was still there
+    # every trial that was on n2 (at least those seen there) was retried after node_lost, on n1
+    node_lost = {r["id"] for r in got if r.get("previous_attempts") and r["previous_attempts"][0]["kind"] == "node_lost"}
+    assert lost_trials <= node_lost
+    for t in node_lost:
+        r = by_id[t]
+        assert r["retries"] == 1 and len(r["previous_attempts"]) == 1, r
+        assert r["previous_attempts"][0]["node"] == "n2" and r["node"]["name"] == "n1"
+        assert r["previous_attempts"][0]["cost_usd"] is None and r["cost_is_lower_bound"] is True
+        lost = json.loads((run / "trials" / t.replace("/", "-") / "a1" / "verdict.json").read_text())
+        assert lost["verdict"]["outcome"] == "infra_error" and lost["verdict"]["kind"] == "node_lost"
+    for r in got:
+        assert r["verdict"]["outcome"] != "infra_error", r["verdict"]
+    report = json.loads(subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", str(run), "--json"],
+                                       capture_output=True, text=True, env=ENV, cwd=repo_root, check=True).stdout)
+    nodes = report["nodes"]
+    assert set(nodes["split_blocks"]) == {by_id[t]["block"] for t in node_lost}
+    assert nodes["lost_attempts"] == len(node_lost) + 1
+    assert nodes["attempts_with_unknown_cost"] == len(node_lost) + 1
+    assert sum(r["retries"] for r in got) == len(node_lost) + 1
+    assert any("lost with their node" in w for w in report["warnings"])
+    assert "retrying it once" in out
+    # the driver removed what the dead processes left on the engine
+    assert run_containers(client, run) == []
