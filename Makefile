@@ -12,7 +12,7 @@ setup: venv engine browser images
 venv:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,ray]'
 
 engine:
 	bash scripts/ensure-docker.sh
@@ -45,6 +45,7 @@ bench:
 	$(BIN)/python benchmarks/sandbox_lifecycle.py
 	$(BIN)/python benchmarks/repo_ready.py
 	$(BIN)/python benchmarks/recorded_exec.py
+	$(BIN)/python benchmarks/ray_overhead.py
 
 gc:
 	$(BIN)/trialbox gc

@@ -206,7 +206,11 @@ def node_trial(spec: TrialSpec, loaded: LoadedManifest, bundle_sha: str, bundle:
     root = _unpack_bundle(bundle_sha, bundle)
     here = LoadedManifest(path=_rebase(loaded.path, root), manifest=loaded.manifest)
     spec = dataclasses.replace(spec, task=rebase_task(spec.task, root))
+    from .sandbox.docker import owner_label
+
     work = load_settings().state_dir / "ray" / "trials" / uuid.uuid4().hex
+    work.mkdir(parents=True)
+    (work / "owner").write_text(owner_label())  # a worker killed mid-trial leaves this folder: clean_node removes it
     client = connect()
     try:
         paths = RunPaths(work)
@@ -224,13 +228,19 @@ def clean_node(run_id: str) -> list[str]:
     from .backends import remove_run_containers
     from .sandbox.gc import collect_garbage
 
+    from .sandbox.gc import owner_alive
+
     client = connect(timeout=30)
     try:
         removed = remove_run_containers(client, run_id)
         gc = collect_garbage(client, load_settings())
-        return removed + [c for c in gc.containers if c not in removed]
     finally:
         client.close()
+    for work in (load_settings().state_dir / "ray" / "trials").glob("*"):
+        owner = work / "owner"
+        if not owner.exists() or not owner_alive(owner.read_text().strip()):
+            shutil.rmtree(work, ignore_errors=True)
+    return removed + [c for c in gc.containers if c not in removed]
 
 
 # --------------------------------------------------------------------------- on the driver

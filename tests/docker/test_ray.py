@@ -21,6 +21,8 @@ import pytest
 
 from orchestrator.events import verify_events
 from orchestrator.raylocal import LocalRayCluster, NodeSpec
+from orchestrator.sandbox.gc import owner_alive
+from orchestrator.settings import load_settings
 
 pytestmark = pytest.mark.docker
 
@@ -241,5 +243,7 @@ def test_a_lost_node_and_a_lost_worker_are_retried_once_and_nothing_is_lost(clus
     assert sum(r["retries"] for r in got) == len(node_lost) + 1
     assert any("lost with their node" in w for w in report["warnings"])
     assert "retrying it once" in out
-    # the driver removed what the dead processes left on the engine
+    # the driver removed what the dead processes left on the engine, and the killed worker's folder
     assert run_containers(client, run) == []
+    work = load_settings().state_dir / "ray" / "trials"
+    assert [w for w in work.glob("*") if not owner_alive((w / "owner").read_text().strip())] == []
