@@ -46,6 +46,10 @@ class Backend(Protocol):
     @property
     def running(self) -> int: ...
 
+    @property
+    def expecting_nodes(self) -> bool:
+        """Whether room may appear without a running trial ending (a node joining the cluster)."""
+
     def wait(self) -> list[Finished]:
         """Block until at least one running trial ends; each with its result or exception."""
 
@@ -115,6 +119,8 @@ class LocalBackend:
     def running(self) -> int:
         return len(self.futures)
 
+    expecting_nodes = False
+
     def wait(self) -> list[Finished]:
         done, _ = wait(self.futures, return_when=FIRST_COMPLETED)
         return [self._finished(f) for f in done]
@@ -127,7 +133,7 @@ class LocalBackend:
     def interrupt(self) -> list[Finished]:
         self.cancel.set()  # running trials stop before grading
         finished = [self._finished(f) for f in list(self.futures) if f.done() and not f.cancelled()]
-        remove_run_containers(self.client, self.paths.root.name)
+        remove_run_containers(self.client, self.paths.key)
         return finished
 
     def close(self) -> None:
@@ -139,7 +145,7 @@ def remove_run_containers(client: docker.DockerClient, run_id: str) -> list[str]
     removed = []
     try:
         for c in client.containers.list(all=True, filters={"label": f"org.trialbox.run={run_id}"}):
-            c.remove(force=True)
+            c.remove(force=True, v=True)
             removed.append(c.name)
     except Exception:  # noqa: BLE001 - best effort during an interrupt; gc removes the rest
         pass

@@ -42,6 +42,7 @@ import os
 import shutil
 import tarfile
 import time
+import traceback
 import uuid
 from collections import deque
 from pathlib import Path
@@ -211,12 +212,18 @@ def node_trial(spec: TrialSpec, loaded: LoadedManifest, bundle_sha: str, bundle:
     work = load_settings().state_dir / "ray" / "trials" / uuid.uuid4().hex
     work.mkdir(parents=True)
     (work / "owner").write_text(owner_label())  # a worker killed mid-trial leaves this folder: clean_node removes it
+    # exactly the driver's model endpoint and key: a node's own values never stand in for them
+    env = {**{k: v for k, v in os.environ.items() if k not in MODEL_ENV}, **model_env}
+    paths = RunPaths(work)
+    folder = paths.trial(spec.trial_id, spec.attempt)
     client = connect()
     try:
-        paths = RunPaths(work)
         result = run_trial(spec, here, client, paths, GraderLimits.for_environment(spec.environment), judge, None,
-                           {**os.environ, **model_env}, node_info(client, _node_id()))
-        return {"result": result, "artifacts": _pack_folder(paths.trial(spec.trial_id, spec.attempt))}
+                           env, node_info(client, _node_id()))
+        return {"result": result, "artifacts": _pack_folder(folder)}
+    except Exception as exc:  # noqa: BLE001 - the driver records it; the events written so far come back with it
+        return {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:],
+                "artifacts": _pack_folder(folder) if folder.is_dir() else b""}
     finally:
         client.close()
         shutil.rmtree(work, ignore_errors=True)
@@ -257,6 +264,10 @@ def _on(node_id: str) -> NodeAffinitySchedulingStrategy:
     return NodeAffinitySchedulingStrategy(node_id, soft=False)
 
 
+class NodeError(TrialboxError):
+    """trialbox failed while running a trial on a node (its traceback is in the driver's log)."""
+
+
 class RayBackend:
     """Trials as Ray tasks, each block on one node (see the module docstring)."""
 
@@ -273,9 +284,11 @@ class RayBackend:
         self.image_ids = {name: v["image_id"] for name, v in lock["images"].items()}
         self.nodes: dict[str, Node] = {}        # by name: the nodes that passed the probe and are alive
         self.rejected: set[str] = set()          # Ray node ids that failed the probe
+        self.clashed: dict[str, str] = {}        # node id -> the name another live node held when it was probed
+        self.info_by_id: dict[str, dict[str, Any]] = {}
         self.probing: dict[Any, str] = {}        # probe ref -> Ray node id
         self.block_node: dict[int, str] = {}     # block -> node name
-        self.refs: dict[Any, tuple[TrialSpec, str]] = {}
+        self.refs: dict[Any, tuple[TrialSpec, str, str]] = {}  # ref -> (trial, node name, node id)
         self.model_env = {k: os.environ[k] for k in MODEL_ENV if os.environ.get(k)}
         data = make_bundle(bundle_paths(loaded, tasks))
         self.bundle_sha = hashlib.sha256(data).hexdigest()
@@ -330,9 +343,11 @@ class RayBackend:
         if other is not None and other.id != node_id and other.id in self._alive_ids:
             problems.append(f"its name {name!r} is already taken by node {other.id[:12]}: give every node its own "
                             "TRIALBOX_NODE_NAME")
+            self.clashed[node_id] = name  # probed again once that node is gone (a machine that rejoined early)
         if problems:
             self.rejected.add(node_id)
             return [f"node {name} ({node_id[:12]}): {p}" for p in problems]
+        self.info_by_id[node_id] = probe["info"]
         self.nodes[name] = Node(name, node_id, fit, probe["info"], other.load if other is not None else 0)
         return []
 
@@ -370,6 +385,10 @@ class RayBackend:
         self.refreshed = time.monotonic()
         ray_nodes = self._docker_nodes()
         self._alive_ids = set(ray_nodes)
+        for node_id, name in list(self.clashed.items()):
+            if not self._alive(name):
+                del self.clashed[node_id]
+                self.rejected.discard(node_id)
         known = {n.id for n in self.nodes.values()} | self.rejected | set(self.probing.values())
         for node_id in set(ray_nodes) - known:
             self.probing[self._probe(node_id)] = node_id
@@ -447,11 +466,15 @@ class RayBackend:
             name=f"trialbox {spec.trial_id} a{spec.attempt}",
         ).remote(spec, self.loaded, self.bundle_sha, self.bundle, self.judge, self.model_env)
         node.load += 1
-        self.refs[ref] = (spec, name)
+        self.refs[ref] = (spec, name, node.id)
 
     @property
     def running(self) -> int:
         return len(self.refs)
+
+    @property
+    def expecting_nodes(self) -> bool:
+        return bool(self.probing)
 
     # ---- results
     def wait(self) -> list[Finished]:
@@ -465,47 +488,60 @@ class RayBackend:
         return [self._finished(r) for r in ready + more]
 
     def _finished(self, ref) -> Finished:
-        spec, name = self.refs.pop(ref)
+        spec, name, node_id = self.refs.pop(ref)
         node = self.nodes.get(name)
-        if node is not None:
+        if node is not None and node.id == node_id:
             node.load -= 1
         try:
             out = ray.get(ref)
         except ray.exceptions.TaskCancelledError:
             return spec, Cancelled(spec.trial_id)
-        except ray.exceptions.RayTaskError as exc:  # trialbox raised on the node: a harness failure
-            if not isinstance(exc.cause, KeyboardInterrupt):
-                log.error("trial failed on its node", trial=spec.trial_id, node=name, traceback=str(exc)[-3000:])
-            cause = exc.cause if isinstance(exc.cause, Exception) else exc
-            return spec, (Cancelled(spec.trial_id) if isinstance(exc.cause, KeyboardInterrupt) else cause)
+        except ray.exceptions.RayTaskError as exc:  # raised outside run_trial on the node
+            if isinstance(exc.cause, KeyboardInterrupt):
+                return spec, Cancelled(spec.trial_id)
+            log.error("trial failed on its node", trial=spec.trial_id, node=name, traceback=str(exc)[-3000:])
+            return spec, exc.cause if isinstance(exc.cause, Exception) else exc
         except ray.exceptions.RayError as exc:  # the node or its worker died: the attempt died with it
-            return spec, self._lost(spec, name, exc)
+            return spec, self._lost(spec, name, node_id, exc)
+        try:
+            self._unpack(spec, out["artifacts"])
+        except (OSError, tarfile.TarError) as exc:
+            return spec, exc
+        if "error" in out:
+            log.error("trial failed on its node", trial=spec.trial_id, node=name, traceback=out["traceback"])
+            return spec, NodeError(out["error"])
         ran_on = (out["result"].get("node") or {}).get("name")
         if ran_on and ran_on != name:  # a soft-placed retry Ray had to run elsewhere
             self.say(f"block {spec.block} continues on node {ran_on} instead of {name}: it counts as split")
             self.block_node[spec.block] = ran_on
-        folder = self.paths.trial(spec.trial_id, spec.attempt)
-        folder.mkdir(parents=True, exist_ok=True)
-        for stale in folder.iterdir():
-            stale.unlink()
-        with tarfile.open(fileobj=io.BytesIO(out["artifacts"])) as tar:
-            tar.extractall(folder, filter="data")
         return spec, out["result"]
 
-    def _lost(self, spec: TrialSpec, name: str, exc: BaseException) -> dict[str, Any]:
+    def _unpack(self, spec: TrialSpec, data: bytes) -> None:
+        folder = self.paths.trial(spec.trial_id, spec.attempt)
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        if data:
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                tar.extractall(folder, filter="data")
+
+    def _lost(self, spec: TrialSpec, name: str, node_id: str, exc: BaseException) -> dict[str, Any]:
         """The record of an attempt that died with its node or worker (written by the driver)."""
         # a node's death arrives as NodeDiedError once Ray's health checks notice it; a worker that died
         # alone (killed, out of memory) as WorkerCrashedError with its node still alive
         self._refresh(force=True)
         died = isinstance(exc, (ray.exceptions.NodeDiedError, ray.exceptions.TaskUnschedulableError))
-        kind = "node_lost" if died or not self._alive(name) else "worker_lost"
+        kind = "node_lost" if died or node_id not in self._alive_ids else "worker_lost"
         detail = f"{kind.replace('_', ' ')}: node {name}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-        node = self.nodes.get(name)
+        unknown = sum(a.get("cost_usd") is None for a in spec.previous_attempts) + 1
         result = {"id": spec.trial_id, "task": spec.task.id, "candidate": spec.candidate.name,
                   "replicate": spec.replicate, "attempt": spec.attempt, "retries": spec.retries,
-                  "block": spec.block, "image_id": spec.image_id, "cost_usd": None, "duration_s": None,
-                  "node": node.info if node else {"name": name},
-                  "cost_note": "spend unknown: the attempt's events were on the lost node",
+                  "block": spec.block, "image_id": spec.image_id, "duration_s": None,
+                  "node": self.info_by_id.get(node_id) or {"name": name, "id": node_id},
+                  "attempt_cost_usd": None, "cost_usd": round(spec.prior_cost_usd, 8),
+                  "cost_is_lower_bound": True, "attempts_with_unknown_cost": unknown,
+                  "cost_note": "this attempt's spend is unknown: its events were on the lost node",
+                  "previous_attempts": list(spec.previous_attempts),
                   "verdict": infra_verdict(kind, detail).to_dict()}
         folder = self.paths.trial(spec.trial_id, spec.attempt)
         folder.mkdir(parents=True, exist_ok=True)
@@ -521,15 +557,19 @@ class RayBackend:
         if self.refs:
             ready, _ = ray.wait(list(self.refs), num_returns=len(self.refs), timeout=30)
             finished = [self._finished(r) for r in ready]
-            for ref in list(self.refs):
-                ray.cancel(ref, force=True)
+            stuck = list(self.refs)
+            for ref in stuck:
+                ray.cancel(ref, force=True)  # kills the worker: clean() below removes what it left
+            ray.wait(stuck, num_returns=len(stuck), timeout=15)  # until Ray has seen those workers die
+            for ref in stuck:
+                self.refs.pop(ref, None)
         self.clean()
         return [f for f in finished if isinstance(f[1], dict)]
 
     def clean(self) -> list[str]:
         """Remove the run's containers, and leftovers of dead processes, on every live node."""
         refs = [clean_node.options(num_cpus=0, resources={RESOURCE: MARKER}, scheduling_strategy=_on(n.id),
-                                   max_retries=0).remote(self.paths.root.name)
+                                   max_retries=0).remote(self.paths.key)
                 for n in self.nodes.values() if self._alive(n.name)]
         removed: list[str] = []
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=120) if refs else ([], [])

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -72,6 +73,7 @@ def open_run(loaded: LoadedManifest, lock: dict[str, Any], out: Path | None) -> 
             raise DriftError([f"{k}: differs from the lock the run started with" for k in drifted])
     else:
         root.mkdir(parents=True, exist_ok=True)
+        (root / "run-key").write_text(uuid.uuid4().hex[:12] + "\n")
         shutil.copyfile(loaded.path, paths.manifest)
         paths.source.write_text(json.dumps({"manifest": str(loaded.path)}) + "\n")
         paths.lock.write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
@@ -93,9 +95,11 @@ def trial_specs(loaded: LoadedManifest, tasks: list[Task], lock: dict[str, Any],
 
 
 def _progress(say: Callable[[str], None], done: int, total: int, running: int, failed: int, t0: float,
-              cost: float, spec: TrialSpec, result: dict[str, Any]) -> None:
+              cost: float, spec: TrialSpec, result: dict[str, Any], show_node: bool = False) -> None:
     v = result["verdict"]
     label = f"{v['outcome']}({v['kind']})" if v["kind"] else v["outcome"]
+    if show_node:
+        label += f" on {(result.get('node') or {}).get('name')}"
     reasons = f" [{', '.join(v['reasons'])}]" if v["reasons"] else ""
     elapsed = time.monotonic() - t0
     eta = elapsed / done * (total - done) if done else 0.0
@@ -127,20 +131,21 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
                                 f"MiB; this host offers {admission.cpus:.1f} CPUs and {admission.memory_mb:.0f} MiB")
             runner = LocalBackend(admission, loaded, client, paths, judge)
         done = store.done()
-        specs = trial_specs(loaded, tasks, lock, paths.root.name)
+        specs = trial_specs(loaded, tasks, lock, paths.key)
         plan_file = paths.root / "plan.json"
         if not plan_file.exists():
             plan_file.write_text(json.dumps({"order": m.execution.order,
                                              **arrangement([c.name for c in m.candidates], m.experiment.seed),
                                              "trials": [s.trial_id for s in specs]}, indent=1) + "\n")
-        queue = deque(s for s in specs if s.trial_id not in done)
-        cost = sum(r.get("cost_usd") or 0 for r in store.trials())
+        queue = deque(_resumed(s, paths) for s in specs if s.trial_id not in done)
+        cost = sum(charged(r, m.execution.max_cost_usd) for r in store.trials())
         cap = m.execution.max_run_cost_usd
         say(f"run {paths.root}: {len(specs)} trial(s), {len(done)} already done; backend {runner.name}: "
             f"{runner.describe()}")
         say(f"worst-case cost: {len(queue)} trial(s) x ${m.execution.max_cost_usd} = ${len(queue) * m.execution.max_cost_usd:.2f}; "
             f"run cap: {'none' if cap is None else f'${cap:.2f}'}")
-        stopped, left = _execute(queue, len(specs), len(done), cap, cost, store, runner, paths, say)
+        stopped, left = _execute(queue, len(specs), len(done), cap, cost, store, runner, paths, say,
+                                 m.execution.max_cost_usd)
         (paths.root / "run.json").write_text(json.dumps({
             "stopped_by_cost_cap": stopped, "backend": runner.name, "slots": runner.slots,
             "host_share": os.environ.get("TRIALBOX_HOST_SHARE", "0.8") if runner.name == "local" else None}) + "\n")
@@ -163,10 +168,16 @@ def _record(store: Store, paths: RunPaths, spec: TrialSpec, result: dict[str, An
     store.record(result, read_events(events_file) if events_file.exists() else [])
 
 
+def charged(result: dict[str, Any], max_cost_usd: float) -> float:
+    """What a result counts against the run's cost cap: its known cost, and ``max_cost_usd`` for every
+    attempt whose spend was lost (so the cap is never passed because records went down with a node)."""
+    return (result.get("cost_usd") or 0.0) + max_cost_usd * (result.get("attempts_with_unknown_cost") or 0)
+
+
 def _retry_of(spec: TrialSpec, result: dict[str, Any]) -> TrialSpec:
-    """The second attempt of a trial that hit an infrastructure error (its cost carried over)."""
+    """The next attempt of a trial that hit an infrastructure error (what it spent carried over)."""
     v = result["verdict"]
-    spent = result.get("cost_usd")
+    spent = result.get("attempt_cost_usd")
     attempt = {"attempt": spec.attempt, "kind": v["kind"], "detail": "; ".join(v["reasons"])[:500],
                "node": (result.get("node") or {}).get("name"), "cost_usd": spent}
     return dataclasses.replace(spec, attempt=spec.attempt + 1, retries=spec.retries + 1,
@@ -174,8 +185,24 @@ def _retry_of(spec: TrialSpec, result: dict[str, Any]) -> TrialSpec:
                                previous_attempts=spec.previous_attempts + (attempt,))
 
 
+def _resumed(spec: TrialSpec, paths: RunPaths) -> TrialSpec:
+    """A trial to run on resume: its retry when a first attempt already failed on infrastructure.
+
+    The failed attempt's record (``a1/verdict.json``) stays and its cost carries over, so stopping a
+    run between an attempt and its retry neither loses that attempt nor gives the trial a fresh one."""
+    record = paths.trial(spec.trial_id, 1) / "verdict.json"
+    try:
+        result = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return spec
+    if result.get("verdict", {}).get("outcome") != "infra_error" or result.get("attempt") != 1:
+        return spec
+    return _retry_of(spec, result)
+
+
 def _execute(queue: deque, total: int, finished: int, cap: float | None, cost: float, store: Store,
-             runner: Backend, paths: RunPaths, say: Callable[[str], None]) -> tuple[bool, int]:
+             runner: Backend, paths: RunPaths, say: Callable[[str], None],
+             max_cost_usd: float = 0.0) -> tuple[bool, int]:
     """Start trials in plan order as the backend admits them; record each as it ends.
 
     Returns whether the cost cap stopped admission, and how many trials were left unrun."""
@@ -193,13 +220,18 @@ def _execute(queue: deque, total: int, finished: int, cap: float | None, cost: f
                     break
                 runner.submit(spec)
             if not runner.running:
+                if queue and runner.expecting_nodes:
+                    continue  # no room yet, but a node is being probed: admit again shortly
                 break
             for spec, outcome in runner.wait():
+                if isinstance(outcome, dict) and (outcome.get("id"), outcome.get("attempt")) != (spec.trial_id,
+                                                                                                  spec.attempt):
+                    outcome = RuntimeError(f"the result names {outcome.get('id')} attempt {outcome.get('attempt')}")
                 if isinstance(outcome, BaseException):
                     if isinstance(outcome, Cancelled):
                         continue
                     log.error("trial crashed in the harness", trial=spec.trial_id, error=repr(outcome))
-                    result = _harness_failure(spec, outcome)
+                    result = _harness_failure(spec, outcome, paths)
                 else:
                     result = outcome
                 if result["verdict"]["outcome"] == "infra_error" and spec.attempt == 1:
@@ -208,9 +240,9 @@ def _execute(queue: deque, total: int, finished: int, cap: float | None, cost: f
                     continue
                 _record(store, paths, spec, result)
                 finished += 1
-                cost += result.get("cost_usd") or 0
+                cost += charged(result, max_cost_usd)
                 failed += not result["verdict"]["accepted"]
-                _progress(say, finished, total, runner.running, failed, t0, cost, spec, result)
+                _progress(say, finished, total, runner.running, failed, t0, cost, spec, result, runner.name == "ray")
     except BaseException:
         # running trials stop before grading; finished ones are still recorded
         for spec, outcome in runner.interrupt():
@@ -220,14 +252,24 @@ def _execute(queue: deque, total: int, finished: int, cap: float | None, cost: f
     return stopped, len(queue)
 
 
-def _harness_failure(spec: TrialSpec, exc: BaseException) -> dict[str, Any]:
+def _harness_failure(spec: TrialSpec, exc: BaseException, paths: RunPaths) -> dict[str, Any]:
+    """The record of an attempt that trialbox itself failed; written to the attempt's folder."""
     from .grading.verdict import infra_verdict
+    from .trial import spend_in
 
-    return {"id": spec.trial_id, "task": spec.task.id, "candidate": spec.candidate.name, "replicate": spec.replicate,
-            "attempt": spec.attempt, "retries": spec.retries, "cost_usd": spec.prior_cost_usd, "duration_s": None,
-            "block": spec.block, "previous_attempts": list(spec.previous_attempts),
-            "cost_is_lower_bound": any(a.get("cost_usd") is None for a in spec.previous_attempts),
-            "verdict": infra_verdict("harness", repr(exc)[:500]).to_dict()}
+    folder = paths.trial(spec.trial_id, spec.attempt)
+    spent = spend_in(folder)  # the events the attempt wrote before failing, when they are there
+    unknown = sum(a.get("cost_usd") is None for a in spec.previous_attempts) + (spent is None)
+    result = {"id": spec.trial_id, "task": spec.task.id, "candidate": spec.candidate.name, "replicate": spec.replicate,
+              "attempt": spec.attempt, "retries": spec.retries, "block": spec.block, "image_id": spec.image_id,
+              "attempt_cost_usd": spent, "cost_usd": round(spec.prior_cost_usd + (spent or 0.0), 8),
+              "duration_s": None, "previous_attempts": list(spec.previous_attempts),
+              "verdict": infra_verdict("harness", repr(exc)[:500]).to_dict()}
+    if unknown:
+        result["cost_is_lower_bound"], result["attempts_with_unknown_cost"] = True, unknown
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "verdict.json").write_text(json.dumps(result, indent=2, default=str))
+    return result
 
 
 def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient,

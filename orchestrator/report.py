@@ -77,6 +77,7 @@ def _candidate(rows: list[dict], m: Manifest, cluster_of: dict[str, str], diffic
                           [per_task[t][1] for t in tasks], [cluster_of[t] for t in tasks], a.confidence,
                           seed=m.experiment.seed)
     out["cost_usd_total"] = round(sum(r.get("cost_usd") or 0 for r in rows), 6)
+    out["attempts_with_unknown_cost"] = sum(r.get("attempts_with_unknown_cost") or 0 for r in rows)
     out["cost_per_accepted_usd"] = cost.to_dict()
     durations = [r["duration_s"] for r in rows if r.get("duration_s") is not None]
     out["latency_p50_s"], out["latency_p95_s"] = quantile(durations, 0.5), quantile(durations, 0.95)
@@ -149,14 +150,22 @@ def _nodes(rows: list[dict], candidates: list[str], max_cost_usd: float) -> dict
         gaps = {n: share[n] - sum(s[n] for s in shares.values()) / len(shares) for n in by_node}
         if any(abs(g) > UNEVEN_SHARE for g in gaps.values()):
             uneven.append({"candidate": c, "share_by_node": {n: round(v, 4) for n, v in sorted(share.items())}})
-    lost = [a for r in rows for a in r.get("previous_attempts") or [] if a.get("kind") in ("node_lost", "worker_lost")]
-    unknown = [a for r in rows for a in r.get("previous_attempts") or [] if a.get("cost_usd") is None]
+    lost_kinds = ("node_lost", "worker_lost")
+    lost = sum(a.get("kind") in lost_kinds for r in rows for a in r.get("previous_attempts") or []) \
+        + sum(r["verdict"].get("kind") in lost_kinds for r in rows)
+    unknown = sum(r.get("attempts_with_unknown_cost") or 0 for r in rows)
+    machines: dict[str, set] = defaultdict(set)  # one name should be one machine
+    for r in rows:
+        node = r.get("node") or {}
+        machines[node.get("name") or "unknown"].add(tuple(node.get(k) for k in ("hostname", "cpu_model", "cpus",
+                                                                                  "memory_mb", "kernel")))
     return {"by_node": dict(sorted(by_node.items())), "blocks": len(blocks),
             "split_blocks": sorted(b for b, names in attempts.items() if len(names) > 1),
             "blocks_with_pairs_apart": sorted(b for b, names in blocks.items() if len(names) > 1),
-            "uneven_candidates": uneven, "lost_attempts": len(lost),
-            "attempts_with_unknown_cost": len(unknown),
-            "unknown_cost_at_most_usd": round(len(unknown) * max_cost_usd, 6)}
+            "uneven_candidates": uneven, "lost_attempts": lost,
+            "names_covering_several_machines": sorted(n for n, m in machines.items() if len(m) > 1),
+            "attempts_with_unknown_cost": unknown,
+            "unknown_cost_at_most_usd": round(unknown * max_cost_usd, 6)}
 
 
 def _count(items) -> dict[str, int]:
@@ -205,6 +214,10 @@ def _adoption(report: dict[str, Any], by_cand: dict[str, list[dict]], m: Manifes
             reasons.append("the cost per accepted run has no interval")
         elif cost["interval"][0] > bound:
             reject.append(f"the cost per accepted interval {cost['interval']} lies above {bound}")
+        elif cost["interval"][1] < bound and report["candidates"][rule.candidate]["attempts_with_unknown_cost"]:
+            reasons.append(f"the cost per accepted interval {cost['interval']} lies below {bound}, but it is a lower "
+                           f"bound: {report['candidates'][rule.candidate]['attempts_with_unknown_cost']} attempt(s)' "
+                           "spend was lost with their node")
         elif cost["interval"][1] < bound:
             adopt.append(f"the cost per accepted interval {cost['interval']} lies below {bound}")
         else:
@@ -251,6 +264,9 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
             f"{len(nodes['split_blocks'])} of {nodes['blocks']} block(s) split: some attempt ran on another node "
             f"than the rest; in {len(nodes['blocks_with_pairs_apart'])} the recorded paired trials ran on different "
             "nodes")
+    for name in nodes["names_covering_several_machines"]:
+        report["warnings"].append(f"node name {name!r} was used by machines with different hardware: results by "
+                                  "node and split blocks cannot tell them apart")
     for u in nodes["uneven_candidates"]:
         report["warnings"].append(f"candidate {u['candidate']} was spread over the nodes unlike the others: "
                                   f"{u['share_by_node']}")

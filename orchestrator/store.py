@@ -74,6 +74,13 @@ class RunPaths:
     def trial(self, trial_id: str, attempt: int) -> Path:
         return self.root / "trials" / slug(trial_id) / f"a{attempt}"
 
+    @property
+    def key(self) -> str:
+        """The run's unique key (``run-key``, made when the run starts, kept on resume): it labels and names
+        the run's containers, so that two runs whose folders share a name never touch each other's."""
+        key_file = self.root / "run-key"
+        return key_file.read_text().strip() if key_file.exists() else self.root.name
+
 
 class Store:
     """SQLite in the run folder; one transaction per trial."""

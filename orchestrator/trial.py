@@ -88,6 +88,19 @@ class Cancelled(Exception):
     """The run was interrupted: this trial is not graded and not recorded."""
 
 
+def spend_in(folder) -> float | None:
+    """What an attempt's recorded model calls cost: 0 when it wrote no event log (it never reached its
+    agent), None when the log cannot be read."""
+    events_file = folder / "events.jsonl"
+    if not events_file.exists():
+        return 0.0
+    try:
+        events = read_events(events_file)
+    except (OSError, ValueError):
+        return None
+    return round(sum(e.get("cost_usd") or 0.0 for e in events if e.get("kind") == "model_call"), 8)
+
+
 def _conditions_start(client: docker.DockerClient) -> dict[str, Any]:
     t = time.monotonic()
     client.ping()
@@ -119,8 +132,9 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
                               "node": node or node_info(client)}
     if spec.previous_attempts:
         result["previous_attempts"] = list(spec.previous_attempts)
-        if any(a.get("cost_usd") is None for a in spec.previous_attempts):
-            result["cost_is_lower_bound"] = True  # an attempt lost with its node took its spend records along
+        unknown = sum(a.get("cost_usd") is None for a in spec.previous_attempts)
+        if unknown:  # an attempt lost with its node took its spend records along
+            result["cost_is_lower_bound"], result["attempts_with_unknown_cost"] = True, unknown
     conditions = _conditions_start(client)
     try:
         with agent_session(agent, spec.task, sandbox_spec(spec), client, folder / "events.jsonl", spec.limits,
@@ -135,7 +149,7 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
         events = read_events(folder / "events.jsonl")
         graded = grade_trial(client, spec.image_id, spec.task, original, final, events, agent_result, canaries.values,
                              spec.environment.network_policy, spec.candidate.agent, grader_limits, f"tb-{spec.run_id[:12]}-g",
-                             judge, spec.trial_id)
+                             judge, spec.trial_id, {"org.trialbox.run": spec.run_id, "org.trialbox.trial": spec.trial_id})
         verdict = graded.verdict
         result["grader_sha256"] = tree_sha256(spec.task.grader_folder)
         (folder / "diff.patch").write_text(graded.diff.text)
@@ -157,6 +171,7 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
     result["models_served"] = sorted({str(e.get("model_served")) for e in events if e.get("kind") == "model_call"})
     conditions.update(load_at_end=os.getloadavg()[0],
                       model_api_latency_s=round(sum(latencies) / len(latencies), 6) if latencies else None)
+    result["attempt_cost_usd"] = result.get("cost_usd")
     if spec.prior_cost_usd:
         result["cost_of_retried_attempts_usd"] = spec.prior_cost_usd
         result["cost_usd"] = round((result.get("cost_usd") or 0.0) + spec.prior_cost_usd, 8)

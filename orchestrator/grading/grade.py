@@ -39,19 +39,21 @@ def _suspicious(run: TestRun) -> bool:
     return run.timed_out or run.oom or run.exit_code is None or not run.results_found
 
 
-def _test(client, image_id: str, final: Tree, original: Tree, task: Task, limits: GraderLimits, name: str) -> TestRun:
+def _test(client, image_id: str, final: Tree, original: Tree, task: Task, limits: GraderLimits, name: str,
+          labels: dict[str, str] | None = None) -> TestRun:
     """Grade the final tree; an infrastructure error only when the untouched repository fails the same way."""
     nodes = task.grader.fail_to_pass + task.grader.pass_to_pass
     comp = compose(final, original, task)
     for attempt in (1, 2):
         try:
             try:
-                run = run_tests(client, image_id, comp, task, nodes, limits, f"{name}-grader")
+                run = run_tests(client, image_id, comp, task, nodes, limits, f"{name}-grader", labels)
             except GraderInfraError as exc:
                 run = TestRun(integrity=[f"the final workspace could not be set up for grading ({exc.kind}): "
                                          f"{exc.detail[-500:]}"], results_found=False)
             if _suspicious(run):
-                base = run_tests(client, image_id, compose(original, original, task), task, nodes, limits, f"{name}-baseline")
+                base = run_tests(client, image_id, compose(original, original, task), task, nodes, limits,
+                                 f"{name}-baseline", labels)
                 if _suspicious(base):
                     raise GraderInfraError("grader_broken", f"the untouched repository fails the same way: {base.log_tail[-800:]}")
                 run.results_found = True  # the agent's failure, with whatever it produced
@@ -75,10 +77,10 @@ def broken_reason(events: list[dict[str, Any]]) -> str | None:
 def grade_trial(client: docker.DockerClient, image_id: str, task: Task, original: Tree, final: Tree,
                 events: list[dict[str, Any]], agent: AgentResult, canaries: list[str], policy: str,
                 agent_kind: str, limits: GraderLimits, name: str, judge: Judge | None = None,
-                trial_id: str = "") -> Grade:
+                trial_id: str = "", labels: dict[str, str] | None = None) -> Grade:
     diff = compute_diff(original, final)
     try:
-        run = _test(client, image_id, final, original, task, limits, name)
+        run = _test(client, image_id, final, original, task, limits, name, labels)
     except GraderInfraError as exc:
         return Grade(infra_verdict(exc.kind, exc.detail), diff, None)
     g = task.grader

@@ -244,14 +244,14 @@ def _cross_check(run: TestRun, nodes: list[str], junit: dict[str, str], exit_cod
 
 
 def run_tests(client: docker.DockerClient, image_id: str, comp: Composition, task: Task, nodes: list[str],
-              limits: GraderLimits, name: str) -> TestRun:
+              limits: GraderLimits, name: str, labels: dict[str, str] | None = None) -> TestRun:
     """Run ``nodes`` (and the tripwire) against the composed workspace in a fresh grader container;
     ``GraderInfraError`` when it cannot be set up."""
     spec = SandboxSpec(image_id=image_id, name=f"{name}-{uuid.uuid4().hex[:6]}", cpu_limit=limits.cpu_limit,
                        cpu_reservation=limits.cpu_reservation, memory_limit_mb=limits.memory_limit_mb,
                        memory_reservation_mb=limits.memory_reservation_mb, pids_limit=limits.pids_limit,
                        disk_limit_mb=limits.disk_limit_mb, network="none", mounts=((str(TOOLS), TOOLS_MOUNT),),
-                       labels={"org.trialbox.role": "grader"})
+                       labels={**(labels or {}), "org.trialbox.role": "grader"})
     sandbox = DockerSandbox(spec, client)
     try:
         try:

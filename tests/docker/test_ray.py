@@ -21,8 +21,10 @@ import pytest
 
 from orchestrator.events import verify_events
 from orchestrator.raylocal import LocalRayCluster, NodeSpec
+from orchestrator.sandbox.docker import owner_label
 from orchestrator.sandbox.gc import owner_alive
 from orchestrator.settings import load_settings
+from orchestrator.store import RunPaths
 
 pytestmark = pytest.mark.docker
 
@@ -64,7 +66,7 @@ def rows(run: Path) -> list[dict]:
 
 
 def run_containers(client, run: Path) -> list:
-    return client.containers.list(all=True, filters={"label": f"org.trialbox.run={run.name}"})
+    return client.containers.list(all=True, filters={"label": f"org.trialbox.run={RunPaths(run).key}"})
 
 
 def sleepy_manifest(folder: Path, repo_root: Path, seconds: int, trials: int = 2) -> Path:
@@ -170,9 +172,13 @@ def test_same_verdicts_as_local_and_blocks_stay_on_one_node(cluster, tmp_path, r
     assert run_containers(client, run) == [] and run_containers(client, local) == []
 
 
-def test_ctrl_c_on_the_driver_cancels_and_leaves_no_container_on_any_node(cluster, tmp_path, repo_root, client):
+def test_ctrl_c_on_the_driver_cancels_and_leaves_no_container_on_any_node(cluster, tmp_path, repo_root, client,
+                                                                           python_image):
     manifest = sleepy_manifest(tmp_path / "m", repo_root, 60)
     run = tmp_path / "interrupted"
+    # another live run whose folder has the same name: its container must survive this run's clean-up
+    bystander = client.containers.run(python_image, ["sleep", "300"], detach=True, network_mode="none", labels={
+        "org.trialbox.managed": "true", "org.trialbox.run": run.name, OWNER: owner_label()})
     proc = cluster.popen([sys.executable, "-m", "orchestrator.cli", "run", str(manifest), "--backend", "ray",
                           "--out", str(run)], env=ENV, cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
@@ -184,6 +190,11 @@ def test_ctrl_c_on_the_driver_cancels_and_leaves_no_container_on_any_node(cluste
     finally:
         if proc.poll() is None:
             proc.kill()
+    try:
+        bystander.reload()
+        assert bystander.status == "running"
+    finally:
+        bystander.remove(force=True)
     assert proc.returncode == 130, out + err
     assert "interrupted" in out + err and "Traceback" not in err
     assert run_containers(client, run) == []

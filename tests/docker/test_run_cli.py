@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.store import RunPaths
+
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
 
 
@@ -154,8 +156,10 @@ def test_a_killed_run_loses_no_finished_trial(project, repo_root):
     import docker as docker_sdk
 
     engine = docker_sdk.from_env()
-    assert not engine.containers.list(all=True, filters={"label": f"org.trialbox.run={out.name}"})  # no orphan left
-    assert not engine.volumes.list(filters={"label": f"org.trialbox.run={out.name}"})
+    key = RunPaths(out).key
+    assert key != out.name  # the run's own key labels its resources
+    assert not engine.containers.list(all=True, filters={"label": f"org.trialbox.run={key}"})  # no orphan left
+    assert not engine.volumes.list(filters={"label": f"org.trialbox.run={key}"})
 
 
 def test_judge_is_recorded_and_calibrated(demo_run, repo_root, tmp_path):

@@ -6,7 +6,6 @@ import io
 import tarfile
 from collections import deque
 from dataclasses import replace
-from pathlib import Path
 
 from orchestrator.cluster import Node, RayBackend, bundle_paths, make_bundle, rebase_task
 from orchestrator.manifest import load_manifest

@@ -1,0 +1,178 @@
+"""The run loop (``job._execute``) with a scripted backend: retries, lost spend, resume, cost cap."""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from orchestrator.grading.verdict import infra_verdict
+from orchestrator.job import _execute, _resumed, charged
+from orchestrator.report import _nodes
+from orchestrator.store import RunPaths, Store
+from orchestrator.trial import TrialSpec
+
+
+@dataclass
+class Named:
+    id: str = "t"
+    name: str = "a"
+
+
+def spec(i: int, block: int = 0) -> TrialSpec:
+    return TrialSpec(f"t/a/{i}", "run", Named(), Named(), i, "sha256:x", None, None, block=block)
+
+
+def accepted(s: TrialSpec, cost: float = 0.5, node: str = "n1") -> dict:
+    r = {"id": s.trial_id, "task": "t", "candidate": "a", "replicate": s.replicate, "attempt": s.attempt,
+         "retries": s.retries, "block": s.block, "node": {"name": node}, "attempt_cost_usd": cost,
+         "cost_usd": cost + s.prior_cost_usd, "duration_s": 1.0, "previous_attempts": list(s.previous_attempts),
+         "verdict": {"outcome": "accepted", "kind": None, "accepted": True, "reasons": [], "criteria": [],
+                     "grader_version": "t"}}
+    unknown = sum(a["cost_usd"] is None for a in s.previous_attempts)
+    if unknown:
+        r["attempts_with_unknown_cost"] = unknown
+    return r
+
+
+def lost(s: TrialSpec, node: str = "n2") -> dict:
+    unknown = sum(a["cost_usd"] is None for a in s.previous_attempts) + 1
+    return {"id": s.trial_id, "task": "t", "candidate": "a", "replicate": s.replicate, "attempt": s.attempt,
+            "retries": s.retries, "block": s.block, "node": {"name": node}, "attempt_cost_usd": None,
+            "cost_usd": s.prior_cost_usd, "duration_s": None, "previous_attempts": list(s.previous_attempts),
+            "cost_is_lower_bound": True, "attempts_with_unknown_cost": unknown,
+            "verdict": infra_verdict("node_lost", "node lost").to_dict()}
+
+
+class Scripted:
+    """Runs nothing: answers each submitted attempt with what ``answer`` returns for it."""
+
+    name, slots = "scripted", 2
+
+    def __init__(self, answer, expecting: int = 0) -> None:
+        self.answer, self.pending, self.submitted = answer, [], []
+        self.expecting = expecting  # how many admissions find no room while a node is "being probed"
+        self.probing = False
+
+    def describe(self) -> str:
+        return "scripted"
+
+    def admit(self, queue: deque):
+        self.probing = self.expecting > 0  # the probe of a joining node is still out
+        if self.probing:
+            self.expecting -= 1
+            return None
+        return queue.popleft() if queue and len(self.pending) < self.slots else None
+
+    def submit(self, s: TrialSpec) -> None:
+        self.pending.append(s)
+        self.submitted.append((s.trial_id, s.attempt))
+
+    @property
+    def running(self) -> int:
+        return len(self.pending)
+
+    @property
+    def expecting_nodes(self) -> bool:
+        return self.probing
+
+    def wait(self):
+        s = self.pending.pop(0)
+        return [(s, self.answer(s))]
+
+    def interrupt(self):
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def store(tmp_path):
+    paths = RunPaths(tmp_path / "run")
+    paths.root.mkdir()
+    st = Store(paths)
+    yield paths, st
+    st.close()
+
+
+def test_a_lost_attempt_is_retried_once_and_its_unknown_spend_is_kept(store):
+    paths, st = store
+    backend = Scripted(lambda s: lost(s) if s.attempt == 1 and s.replicate == 0 else accepted(s))
+    _execute(deque([spec(0), spec(1)]), 2, 0, None, 0.0, st, backend, paths, lambda _: None, 1.0)
+    rows = {r["id"]: r for r in st.trials()}
+    assert backend.submitted.count(("t/a/0", 1)) == 1 and backend.submitted.count(("t/a/0", 2)) == 1
+    assert len(rows) == 2 and rows["t/a/0"]["retries"] == 1
+    assert rows["t/a/0"]["previous_attempts"][0]["kind"] == "node_lost"
+    assert rows["t/a/0"]["attempts_with_unknown_cost"] == 1
+    nodes = _nodes(list(rows.values()), ["a"], 1.0)
+    assert nodes["lost_attempts"] == 1 and nodes["attempts_with_unknown_cost"] == 1
+    assert nodes["unknown_cost_at_most_usd"] == 1.0
+
+
+def test_a_trial_lost_twice_is_recorded_with_both_losses(store):
+    paths, st = store
+    _execute(deque([spec(0)]), 1, 0, None, 0.0, st, Scripted(lost), paths, lambda _: None, 1.0)
+    [row] = st.trials()
+    assert row["attempt"] == 2 and row["verdict"]["kind"] == "node_lost"
+    assert row["attempts_with_unknown_cost"] == 2 and row["cost_is_lower_bound"] is True
+    nodes = _nodes([row], ["a"], 1.0)
+    assert nodes["lost_attempts"] == 2 and nodes["attempts_with_unknown_cost"] == 2
+
+
+def test_the_loop_waits_for_a_node_being_probed_instead_of_ending(store):
+    paths, st = store
+    stopped, left = _execute(deque([spec(0)]), 1, 0, None, 0.0, st, Scripted(accepted, expecting=3), paths,
+                             lambda _: None, 1.0)
+    assert (stopped, left) == (False, 0) and len(st.trials()) == 1
+
+
+def test_lost_spend_counts_against_the_cost_cap_at_the_per_trial_maximum(store):
+    paths, st = store
+    backend = Scripted(lambda s: lost(s) if s.attempt == 1 else accepted(s, cost=0.0))
+    backend.slots = 1
+    stopped, left = _execute(deque([spec(0), spec(1), spec(2)]), 3, 0, 1.5, 0.0, st, backend, paths,
+                             lambda _: None, 1.0)
+    # each recorded trial carries one lost attempt, charged at max_cost_usd (1.0): the cap (1.5) stops after two
+    assert stopped and [r["id"] for r in st.trials()] == ["t/a/0", "t/a/1"]
+    assert charged(st.trials()[0], 1.0) == 1.0
+
+
+def test_a_result_that_names_another_trial_is_a_harness_failure(store):
+    paths, st = store
+    _execute(deque([spec(0)]), 1, 0, None, 0.0, st, Scripted(lambda s: accepted(spec(9))), paths,
+             lambda _: None, 1.0)
+    [row] = st.trials()
+    assert row["id"] == "t/a/0" and row["verdict"]["kind"] == "harness" and row["attempt"] == 2
+
+
+def test_resume_turns_a_recorded_infrastructure_failure_into_its_retry(tmp_path):
+    paths = RunPaths(tmp_path)
+    s = spec(0)
+    folder = paths.trial(s.trial_id, 1)
+    folder.mkdir(parents=True)
+    (folder / "verdict.json").write_text(json.dumps(lost(s)))
+    again = _resumed(s, paths)
+    assert again.attempt == 2 and again.retries == 1
+    assert again.previous_attempts[0]["kind"] == "node_lost" and again.previous_attempts[0]["cost_usd"] is None
+    assert _resumed(spec(1), paths).attempt == 1  # nothing recorded for it: a fresh first attempt
+    (folder / "verdict.json").write_text(json.dumps(accepted(s)))
+    assert _resumed(s, paths).attempt == 1
+
+
+def test_one_node_name_on_two_machines_is_reported(tmp_path):
+    rows = [accepted(spec(0)), accepted(spec(1))]
+    rows[0]["node"] = {"name": "n1", "cpus": 2, "cpu_model": "x"}
+    rows[1]["node"] = {"name": "n1", "cpus": 64, "cpu_model": "y"}
+    assert _nodes(rows, ["a"], 1.0)["names_covering_several_machines"] == ["n1"]
+
+
+def test_report_paths_key_survives_resume(tmp_path):
+    paths = RunPaths(tmp_path / "r")
+    assert paths.key == "r"  # a run from before run keys
+    paths.root.mkdir()
+    (paths.root / "run-key").write_text("abc123\n")
+    assert RunPaths(Path(paths.root)).key == "abc123"
