@@ -230,16 +230,15 @@ def node_trial(spec: TrialSpec, loaded: LoadedManifest, bundle_sha: str, bundle:
 
 
 @ray.remote
-def clean_node(run_id: str) -> list[str]:
-    """Remove the run's containers on this node, then every leftover whose owner process died."""
+def clean_node(run_key: str | None) -> list[str]:
+    """Remove the run's containers on this node (with ``run_key``), then every leftover whose owner
+    process died (containers, volumes, disks, and the work folders of killed workers)."""
     from .backends import remove_run_containers
-    from .sandbox.gc import collect_garbage
-
-    from .sandbox.gc import owner_alive
+    from .sandbox.gc import collect_garbage, owner_alive
 
     client = connect(timeout=30)
     try:
-        removed = remove_run_containers(client, run_id)
+        removed = remove_run_containers(client, run_key) if run_key else []
         gc = collect_garbage(client, load_settings())
     finally:
         client.close()
@@ -547,6 +546,9 @@ class RayBackend:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "verdict.json").write_text(json.dumps(result, indent=2, default=str))
         log.warning("trial lost with its node", trial=spec.trial_id, node=name, error=type(exc).__name__)
+        if kind == "worker_lost":  # its sandbox outlives the worker: have the node remove it now, not at the end
+            clean_node.options(num_cpus=0, resources={RESOURCE: MARKER}, scheduling_strategy=_on(node_id),
+                               max_retries=0).remote(None)
         return result
 
     # ---- stopping

@@ -221,6 +221,10 @@ def test_a_lost_node_and_a_lost_worker_are_retried_once_and_nothing_is_lost(clus
         lost_trials = {c.labels["org.trialbox.trial"] for c in by_node["n2"]}
         os.kill(int(victim.labels[OWNER].rsplit(":", 2)[1]), signal.SIGKILL)  # n1's Ray worker dies alone
         cluster.kill_node("n2")                                               # n2 is lost with everything on it
+        # the dead worker's sandbox is removed by its node at once, not at the end of the run
+        wait_for(lambda: victim.id not in {c.id for c in client.containers.list(all=True)}, 60,
+                 "the killed worker's sandbox to be removed")
+        assert proc.poll() is None
         out, err = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
