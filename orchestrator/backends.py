@@ -50,6 +50,9 @@ class Backend(Protocol):
     def expecting_nodes(self) -> bool:
         """Whether room may appear without a running trial ending (a node joining the cluster)."""
 
+    def node_for(self, spec: TrialSpec) -> dict[str, Any] | None:
+        """The node an attempt ran on, for the records the run loop writes itself (harness failures)."""
+
     def wait(self) -> list[Finished]:
         """Block until at least one running trial ends; each with its result or exception."""
 
@@ -120,6 +123,9 @@ class LocalBackend:
         return len(self.futures)
 
     expecting_nodes = False
+
+    def node_for(self, spec: TrialSpec) -> dict[str, Any] | None:
+        return self.node
 
     def wait(self) -> list[Finished]:
         done, _ = wait(self.futures, return_when=FIRST_COMPLETED)

@@ -264,7 +264,16 @@ def _on(node_id: str) -> NodeAffinitySchedulingStrategy:
 
 
 class NodeError(TrialboxError):
-    """trialbox failed while running a trial on a node (its traceback is in the driver's log)."""
+    """trialbox failed while running a trial on a node (its traceback is in the driver's log).
+
+    ``spend``: what the attempt cost when known otherwise than from its events; None when it is unknown."""
+
+    _READ_EVENTS = object()
+
+    def __init__(self, message: str, spend: Any = _READ_EVENTS) -> None:
+        super().__init__(message)
+        if spend is not NodeError._READ_EVENTS:
+            self.spend = spend
 
 
 class RayBackend:
@@ -285,7 +294,9 @@ class RayBackend:
         self.rejected: set[str] = set()          # Ray node ids that failed the probe
         self.clashed: dict[str, str] = {}        # node id -> the name another live node held when it was probed
         self.info_by_id: dict[str, dict[str, Any]] = {}
+        self.placed: dict[tuple[str, int], dict[str, Any]] = {}  # (trial, attempt) -> node info
         self.probing: dict[Any, str] = {}        # probe ref -> Ray node id
+        self.probe_started: dict[str, float] = {}
         self.block_node: dict[int, str] = {}     # block -> node name
         self.refs: dict[Any, tuple[TrialSpec, str, str]] = {}  # ref -> (trial, node name, node id)
         self.model_env = {k: os.environ[k] for k in MODEL_ENV if os.environ.get(k)}
@@ -347,7 +358,7 @@ class RayBackend:
             self.rejected.add(node_id)
             return [f"node {name} ({node_id[:12]}): {p}" for p in problems]
         self.info_by_id[node_id] = probe["info"]
-        self.nodes[name] = Node(name, node_id, fit, probe["info"], other.load if other is not None else 0)
+        self.nodes[name] = Node(name, node_id, fit, probe["info"])  # a rejoined machine starts empty
         return []
 
     def preflight(self) -> None:
@@ -391,6 +402,13 @@ class RayBackend:
         known = {n.id for n in self.nodes.values()} | self.rejected | set(self.probing.values())
         for node_id in set(ray_nodes) - known:
             self.probing[self._probe(node_id)] = node_id
+            self.probe_started[node_id] = time.monotonic()
+        for ref, node_id in list(self.probing.items()):
+            if time.monotonic() - self.probe_started.get(node_id, 0) > self.PROBE_TIMEOUT_S:
+                del self.probing[ref]
+                ray.cancel(ref, force=True)
+                self.rejected.add(node_id)
+                self.say(f"not using node {node_id[:12]}: it did not answer the probe within {self.PROBE_TIMEOUT_S:.0f}s")
         if self.probing:
             ready, _ = ray.wait(list(self.probing), num_returns=len(self.probing), timeout=0)
             for r in ready:
@@ -466,6 +484,7 @@ class RayBackend:
         ).remote(spec, self.loaded, self.bundle_sha, self.bundle, self.judge, self.model_env)
         node.load += 1
         self.refs[ref] = (spec, name, node.id)
+        self.placed[(spec.trial_id, spec.attempt)] = node.info
 
     @property
     def running(self) -> int:
@@ -474,6 +493,10 @@ class RayBackend:
     @property
     def expecting_nodes(self) -> bool:
         return bool(self.probing)
+
+    def node_for(self, spec: TrialSpec) -> dict[str, Any] | None:
+        """The node an attempt was placed on (for records the driver writes itself)."""
+        return self.placed.get((spec.trial_id, spec.attempt))
 
     # ---- results
     def wait(self) -> list[Finished]:
@@ -495,20 +518,21 @@ class RayBackend:
             out = ray.get(ref)
         except ray.exceptions.TaskCancelledError:
             return spec, Cancelled(spec.trial_id)
-        except ray.exceptions.RayTaskError as exc:  # raised outside run_trial on the node
+        except ray.exceptions.RayTaskError as exc:  # raised outside run_trial on the node: its events are gone
             if isinstance(exc.cause, KeyboardInterrupt):
                 return spec, Cancelled(spec.trial_id)
             log.error("trial failed on its node", trial=spec.trial_id, node=name, traceback=str(exc)[-3000:])
-            return spec, exc.cause if isinstance(exc.cause, Exception) else exc
+            return spec, NodeError(f"{type(exc.cause).__name__}: {exc.cause}", spend=None)
         except ray.exceptions.RayError as exc:  # the node or its worker died: the attempt died with it
             return spec, self._lost(spec, name, node_id, exc)
         try:
             self._unpack(spec, out["artifacts"])
-        except (OSError, tarfile.TarError) as exc:
-            return spec, exc
+        except (OSError, tarfile.TarError) as exc:  # the node's account of the spend is all there is
+            return spec, NodeError(f"the trial's folder did not arrive whole: {exc}",
+                                   spend=None if "error" in out else out["result"].get("attempt_cost_usd"))
         if "error" in out:
             log.error("trial failed on its node", trial=spec.trial_id, node=name, traceback=out["traceback"])
-            return spec, NodeError(out["error"])
+            return spec, NodeError(out["error"])  # its events came back: the spend is read from them
         ran_on = (out["result"].get("node") or {}).get("name")
         if ran_on and ran_on != name:  # a soft-placed retry Ray had to run elsewhere
             self.say(f"block {spec.block} continues on node {ran_on} instead of {name}: it counts as split")

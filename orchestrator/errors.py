@@ -133,6 +133,11 @@ class SandboxBroken(SandboxError):
         self.reason = reason
 
 
+class OutputLost(SandboxError):
+    """The engine returned a command's output incomplete, again and again (a known race of ``docker exec``
+    with short-lived commands): what was read cannot be trusted, and it is nobody's fault but ours."""
+
+
 class SandboxTimeout(SandboxError, TimeoutError):
     """A sandbox operation did not finish in time."""
 

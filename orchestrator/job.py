@@ -168,6 +168,9 @@ def _record(store: Store, paths: RunPaths, spec: TrialSpec, result: dict[str, An
     store.record(result, read_events(events_file) if events_file.exists() else [])
 
 
+RETRY_OWED = "retry-owed.json"
+
+
 def charged(result: dict[str, Any], max_cost_usd: float) -> float:
     """What a result counts against the run's cost cap: its known cost, and ``max_cost_usd`` for every
     attempt whose spend was lost (so the cap is never passed because records went down with a node)."""
@@ -177,7 +180,9 @@ def charged(result: dict[str, Any], max_cost_usd: float) -> float:
 def _retry_of(spec: TrialSpec, result: dict[str, Any]) -> TrialSpec:
     """The next attempt of a trial that hit an infrastructure error (what it spent carried over)."""
     v = result["verdict"]
-    spent = result.get("attempt_cost_usd")
+    # results written before attempt_cost_usd existed: their cost_usd is the attempt's plus what came before
+    spent = result["attempt_cost_usd"] if "attempt_cost_usd" in result else \
+        round((result.get("cost_usd") or 0.0) - spec.prior_cost_usd, 8)
     attempt = {"attempt": spec.attempt, "kind": v["kind"], "detail": "; ".join(v["reasons"])[:500],
                "node": (result.get("node") or {}).get("name"), "cost_usd": spent}
     return dataclasses.replace(spec, attempt=spec.attempt + 1, retries=spec.retries + 1,
@@ -188,9 +193,11 @@ def _retry_of(spec: TrialSpec, result: dict[str, Any]) -> TrialSpec:
 def _resumed(spec: TrialSpec, paths: RunPaths) -> TrialSpec:
     """A trial to run on resume: its retry when a first attempt already failed on infrastructure.
 
-    The failed attempt's record (``a1/verdict.json``) stays and its cost carries over, so stopping a
-    run between an attempt and its retry neither loses that attempt nor gives the trial a fresh one."""
-    record = paths.trial(spec.trial_id, 1) / "verdict.json"
+    The run loop marks a retry it owes (``a1/retry-owed.json``, the failed attempt's record); the
+    attempt's cost carries over, so stopping a run between an attempt and its retry neither loses
+    that attempt nor gives the trial a fresh one. An attempt that merely stopped with the run (Ctrl-C)
+    owes nothing: it runs again as it was."""
+    record = paths.trial(spec.trial_id, 1) / RETRY_OWED
     try:
         result = json.loads(record.read_text())
     except (OSError, ValueError):
@@ -221,6 +228,7 @@ def _execute(queue: deque, total: int, finished: int, cap: float | None, cost: f
                 runner.submit(spec)
             if not runner.running:
                 if queue and runner.expecting_nodes:
+                    time.sleep(0.5)
                     continue  # no room yet, but a node is being probed: admit again shortly
                 break
             for spec, outcome in runner.wait():
@@ -231,11 +239,15 @@ def _execute(queue: deque, total: int, finished: int, cap: float | None, cost: f
                     if isinstance(outcome, Cancelled):
                         continue
                     log.error("trial crashed in the harness", trial=spec.trial_id, error=repr(outcome))
-                    result = _harness_failure(spec, outcome, paths)
+                    result = _harness_failure(spec, outcome, paths, runner.node_for(spec))
                 else:
                     result = outcome
                 if result["verdict"]["outcome"] == "infra_error" and spec.attempt == 1:
                     say(f"infrastructure error in {spec.trial_id} ({result['verdict']['kind']}): retrying it once")
+                    # the retry is owed until it is recorded: a resumed run finds it here
+                    owed = paths.trial(spec.trial_id, 1)
+                    owed.mkdir(parents=True, exist_ok=True)
+                    (owed / RETRY_OWED).write_text(json.dumps(result, default=str))
                     queue.appendleft(_retry_of(spec, result))
                     continue
                 _record(store, paths, spec, result)
@@ -252,18 +264,20 @@ def _execute(queue: deque, total: int, finished: int, cap: float | None, cost: f
     return stopped, len(queue)
 
 
-def _harness_failure(spec: TrialSpec, exc: BaseException, paths: RunPaths) -> dict[str, Any]:
+def _harness_failure(spec: TrialSpec, exc: BaseException, paths: RunPaths,
+                     node: dict[str, Any] | None = None) -> dict[str, Any]:
     """The record of an attempt that trialbox itself failed; written to the attempt's folder."""
     from .grading.verdict import infra_verdict
     from .trial import spend_in
 
     folder = paths.trial(spec.trial_id, spec.attempt)
-    spent = spend_in(folder)  # the events the attempt wrote before failing, when they are there
+    # the events the attempt wrote before failing; or what the backend knows when they did not come back
+    spent = exc.spend if hasattr(exc, "spend") else spend_in(folder)
     unknown = sum(a.get("cost_usd") is None for a in spec.previous_attempts) + (spent is None)
     result = {"id": spec.trial_id, "task": spec.task.id, "candidate": spec.candidate.name, "replicate": spec.replicate,
               "attempt": spec.attempt, "retries": spec.retries, "block": spec.block, "image_id": spec.image_id,
               "attempt_cost_usd": spent, "cost_usd": round(spec.prior_cost_usd + (spent or 0.0), 8),
-              "duration_s": None, "previous_attempts": list(spec.previous_attempts),
+              "duration_s": None, "previous_attempts": list(spec.previous_attempts), "node": node,
               "verdict": infra_verdict("harness", repr(exc)[:500]).to_dict()}
     if unknown:
         result["cost_is_lower_bound"], result["attempts_with_unknown_cost"] = True, unknown
@@ -297,7 +311,7 @@ def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], clie
             graded = grade_trial(client, row["image_id"], task, original, final, events, agent, canaries,
                                  loaded.manifest.environment.network_policy, cand.agent,
                                  GraderLimits.for_environment(loaded.manifest.environment),
-                                 f"tb-{paths.root.name[:12]}-rg", judge, row["id"])
+                                 f"tb-{paths.key[:12]}-rg", judge, row["id"], {"org.trialbox.run": paths.key})
             verdict = graded.verdict.to_dict()
             verdict["grader_version"] += f"+{tree_sha256(task.grader_folder)[:12]}"
             if verdict["outcome"] != row["verdict"]["outcome"]:

@@ -258,7 +258,8 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
     if nodes["attempts_with_unknown_cost"]:
         report["warnings"].append(
             f"{nodes['attempts_with_unknown_cost']} attempt(s) were lost with their node and their spend with them: "
-            f"every cost is a lower bound (missing at most ${nodes['unknown_cost_at_most_usd']:.2f})")
+            f"every cost is a lower bound (missing about ${nodes['unknown_cost_at_most_usd']:.2f} at most: "
+            "max_cost_usd each, plus the call that crossed it)")
     if nodes["split_blocks"]:
         report["warnings"].append(
             f"{len(nodes['split_blocks'])} of {nodes['blocks']} block(s) split: some attempt ran on another node "

@@ -82,13 +82,14 @@ def check_task(task: Task, loaded: LoadedManifest, client, image_id: str, replic
                  for n in g.pass_to_pass if untouched.get(n) != "passed"]
     verdicts = {}
     paths = RunPaths(folder)
+    run_id = f"taskcheck-{uuid.uuid4().hex[:8]}"  # concurrent checks never share container names
     limits = BudgetLimits(deadline_seconds=600)
     m = loaded.manifest
     for i in range(replicates):
-        spec = TrialSpec(f"{task.id}/oracle/{i}", "taskcheck", task, OracleCandidate(name="oracle", agent="oracle"), i,
+        spec = TrialSpec(f"{task.id}/oracle/{i}", run_id, task, OracleCandidate(name="oracle", agent="oracle"), i,
                          image_id, m.environment, limits)
         verdicts[spec.trial_id] = run_trial(spec, loaded, client, paths)["verdict"]
-    nop = TrialSpec(f"{task.id}/nop/0", "taskcheck", task, NopCandidate(name="nop", agent="nop"), 0, image_id,
+    nop = TrialSpec(f"{task.id}/nop/0", run_id, task, NopCandidate(name="nop", agent="nop"), 0, image_id,
                     m.environment, limits)
     verdicts[nop.trial_id] = run_trial(nop, loaded, client, paths)["verdict"]
     for tid, v in verdicts.items():

@@ -162,6 +162,8 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
                       interventions=agent_result.interventions, events_anchor=anchor,
                       changed_paths=graded.diff.paths, workspace_digest=final.digest())
     except (SandboxError, OSError) as exc:
+        if cancel is not None and cancel.is_set():  # the interrupt removed the sandbox: not an infrastructure error
+            raise Cancelled(spec.trial_id) from exc
         log.warning("trial infrastructure error", trial=spec.trial_id, error=str(exc))
         verdict = infra_verdict("sandbox", str(exc))
         events = read_events(folder / "events.jsonl") if (folder / "events.jsonl").exists() else []

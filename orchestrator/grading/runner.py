@@ -30,6 +30,7 @@ import hashlib
 import json
 import posixpath
 import re
+import time
 import uuid
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from pathlib import Path
 
 import docker
 
-from ..errors import SandboxBroken, SandboxError
+from ..errors import OutputLost, SandboxBroken, SandboxError
 from ..sandbox.base import SandboxSpec
 from ..sandbox.docker import DockerSandbox
 from ..tasks import Task
@@ -279,10 +280,16 @@ def run_tests(client: docker.DockerClient, image_id: str, comp: Composition, tas
 def _verify_trusted(sandbox: DockerSandbox, comp: Composition) -> list[str]:
     """Every trusted file is in place, byte for byte, before any test runs."""
     paths = sorted(comp.trusted)
-    res = sandbox.exec(["sh", "-c", 'cd /workspace && for f in "$@"; do sha256sum -- "$f" 2>/dev/null || echo "missing $f"; done',
-                        "sh", *paths], timeout=120)
+    script = 'cd /workspace && for f in "$@"; do sha256sum -- "$f" 2>/dev/null || echo "missing $f"; done; echo "end $#"'
+    for attempt in range(DockerSandbox.READ_ATTEMPTS):  # the engine can lose a fast exec's output: never guess
+        lines = sandbox.exec(["sh", "-c", script, "sh", *paths], timeout=120).text().splitlines()
+        if lines and lines[-1] == f"end {len(paths)}" and len(lines) == len(paths) + 1:
+            break
+        time.sleep(0.05 * (attempt + 1))
+    else:
+        raise GraderInfraError("grader_output", "the engine kept losing the output of the trusted-file check")
     seen = {}
-    for line in res.text().splitlines():
+    for line in lines[:-1]:
         digest, _, path = line.partition("  ")
         seen[path] = digest
     return [f"trusted file {p} is not in place in the grader" for p in paths
@@ -299,6 +306,14 @@ def _check_tripwires(run: TestRun, comp: Composition, outcomes: dict[str, str], 
             run.integrity.append(f"the tripwire test {node} failed without its nonce: the failure report was forged")
 
 
+def _read_result(sandbox: DockerSandbox, path: str) -> bytes:
+    """A result file of the test run; the engine losing its bytes is ours to retry, never the agent's."""
+    try:
+        return sandbox.read_file(path, max_bytes=8 << 20)
+    except OutputLost as exc:
+        raise GraderInfraError("grader_output", exc.message) from exc
+
+
 def _execute(sandbox: DockerSandbox, nodes: list[str], comp: Composition, limits: GraderLimits) -> TestRun:
     run = TestRun()
     env = {"TRIALBOX_TEST_TIMEOUT": str(int(limits.test_timeout_s)), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
@@ -313,7 +328,7 @@ def _execute(sandbox: DockerSandbox, nodes: list[str], comp: Composition, limits
     run.exit_code, run.timed_out, run.oom = res.exit_code, res.timed_out, res.oom_killed
     run.log_tail = (res.stdout.decode(errors="replace") + res.stderr.decode(errors="replace"))[-6000:]
     try:
-        results = json.loads(sandbox.read_file(f"{OUT}/results.json", max_bytes=8 << 20))
+        results = json.loads(_read_result(sandbox, f"{OUT}/results.json"))
         raw_outcomes = results.get("outcomes", {})
         run.outcomes = select(raw_outcomes, nodes)
         run.collect_errors = results.get("collect_errors", [])[:20]
@@ -324,7 +339,7 @@ def _execute(sandbox: DockerSandbox, nodes: list[str], comp: Composition, limits
     messages: dict[str, str] = {}
     for i in range(len(test_files(nodes + comp.tripwires))):
         try:
-            junit_all.update(_parse_junit(sandbox.read_file(f"{OUT}/junit-{i}.xml", max_bytes=8 << 20), messages))
+            junit_all.update(_parse_junit(_read_result(sandbox, f"{OUT}/junit-{i}.xml"), messages))
         except (SandboxError, ValueError, ET.ParseError) as exc:
             if run.outcomes:
                 run.integrity.append(f"no JUnit results for group {i}: {exc}")

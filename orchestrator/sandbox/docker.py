@@ -36,7 +36,7 @@ import docker.types
 import docker.utils
 
 from ..engine import MANAGED_LABEL, LABEL_PREFIX, docker_errors
-from ..errors import ImageNotFound, RuntimeUnavailable, SandboxBroken, SandboxError
+from ..errors import ImageNotFound, OutputLost, RuntimeUnavailable, SandboxBroken, SandboxError
 from ..log import get_logger
 from ..settings import load_settings
 from .base import ExecResult, Sandbox, SandboxInfo, SandboxSpec
@@ -418,15 +418,31 @@ class DockerSandbox(Sandbox):
                 raise ValueError(f"{path} is larger than {max_bytes} bytes")
             return tf.extractfile(member).read()  # type: ignore[union-attr]
 
+    READ_ATTEMPTS = 4
+
     def _read_by_exec(self, path: str, max_bytes: int) -> bytes:
-        if max_bytes > CAPTURE_BYTES:
-            max_bytes = CAPTURE_BYTES
-        res = self.exec(["sh", "-c", 'test -f "$1" && exec cat -- "$1"', "sh", path], timeout=60)
-        if res.exit_code != 0:
-            raise SandboxError(f"{path} is not a readable regular file", container=self.spec.name)
-        if res.stdout_size > max_bytes:
-            raise ValueError(f"{path} is larger than {max_bytes} bytes")
-        return res.stdout
+        """A file's bytes through exec, checked against its length read in the same command.
+
+        The engine sometimes returns the output of a short-lived exec empty or cut (docker-py #2042,
+        moby #27289); a read whose length does not match is read again, and ``OutputLost`` ends it
+        after ``READ_ATTEMPTS``. (``wc -c`` rather than ``stat``: gVisor's stat fails on this kernel.)"""
+        if max_bytes > CAPTURE_BYTES - 64:
+            max_bytes = CAPTURE_BYTES - 64
+        script = 'test -f "$1" || exit 3; n=$(wc -c < "$1") || exit 3; echo "$n"; exec cat -- "$1"'
+        for attempt in range(self.READ_ATTEMPTS):
+            res = self.exec(["sh", "-c", script, "sh", path], timeout=60)
+            if res.exit_code == 3:
+                raise SandboxError(f"{path} is not a readable regular file", container=self.spec.name)
+            head, newline, body = res.stdout.partition(b"\n")
+            if res.exit_code == 0 and newline and head.strip().isdigit():
+                size = int(head)
+                if size > max_bytes:
+                    raise ValueError(f"{path} is larger than {max_bytes} bytes")
+                if len(body) == size:
+                    return body
+            time.sleep(0.05 * (attempt + 1))
+        raise OutputLost(f"reading {path}: the engine returned its output incomplete {self.READ_ATTEMPTS} times",
+                         container=self.spec.name)
 
     def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         parent, _, name = path.rstrip("/").rpartition("/")

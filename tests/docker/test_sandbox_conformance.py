@@ -228,6 +228,34 @@ def test_files_round_trip_and_survive_stop(make_sandbox, runtime):
     assert sb.read_file("/workspace/notes.txt") == b"hello\n"
 
 
+def test_files_outside_the_workspace_are_read_whole_or_not_at_all(make_sandbox, runtime):
+    """Reads through exec are checked against the file's length: output the engine lost is read again."""
+    from dataclasses import replace
+
+    from orchestrator.errors import OutputLost, SandboxError
+
+    sb = make_sandbox(runtime=runtime)
+    data = bytes(range(256)) * 4000 + b"no newline at the end"
+    sb.write_file("/tmp/blob", data)
+    assert sb.read_file("/tmp/blob") == data
+    sb.write_file("/tmp/empty", b"")
+    assert sb.read_file("/tmp/empty") == b""
+    with pytest.raises(SandboxError):
+        sb.read_file("/tmp/absent")
+    real, calls = sb.exec, []
+
+    def lossy(cmd, *args, **kw):  # the engine's race: the first answers come back empty or cut
+        res = real(cmd, *args, **kw)
+        calls.append(cmd)
+        return replace(res, stdout=b"" if len(calls) == 1 else res.stdout[:-3]) if len(calls) < 3 else res
+
+    sb.exec = lossy
+    assert sb.read_file("/tmp/blob") == data and len(calls) == 3
+    sb.exec = lambda cmd, *a, **kw: replace(real(cmd, *a, **kw), stdout=b"")
+    with pytest.raises(OutputLost):
+        sb.read_file("/tmp/blob")
+
+
 def test_dead_sandbox_is_an_error_not_output(make_sandbox, runtime, client):
     sb = make_sandbox(runtime=runtime)
     client.api.kill(sb.container.id)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.grading.verdict import infra_verdict
-from orchestrator.job import _execute, _resumed, charged
+from orchestrator.job import RETRY_OWED, _execute, _resumed, _retry_of, charged
 from orchestrator.report import _nodes
 from orchestrator.store import RunPaths, Store
 from orchestrator.trial import TrialSpec
@@ -86,6 +86,9 @@ class Scripted:
     def interrupt(self):
         return []
 
+    def node_for(self, s: TrialSpec):
+        return None
+
     def close(self) -> None:
         pass
 
@@ -155,11 +158,13 @@ def test_resume_turns_a_recorded_infrastructure_failure_into_its_retry(tmp_path)
     folder = paths.trial(s.trial_id, 1)
     folder.mkdir(parents=True)
     (folder / "verdict.json").write_text(json.dumps(lost(s)))
+    assert _resumed(s, paths).attempt == 1  # an infrastructure record alone (say, left by Ctrl-C) owes nothing
+    (folder / RETRY_OWED).write_text(json.dumps(lost(s)))
     again = _resumed(s, paths)
     assert again.attempt == 2 and again.retries == 1
     assert again.previous_attempts[0]["kind"] == "node_lost" and again.previous_attempts[0]["cost_usd"] is None
     assert _resumed(spec(1), paths).attempt == 1  # nothing recorded for it: a fresh first attempt
-    (folder / "verdict.json").write_text(json.dumps(accepted(s)))
+    (folder / RETRY_OWED).write_text(json.dumps(accepted(s)))
     assert _resumed(s, paths).attempt == 1
 
 
@@ -176,3 +181,36 @@ def test_report_paths_key_survives_resume(tmp_path):
     paths.root.mkdir()
     (paths.root / "run-key").write_text("abc123\n")
     assert RunPaths(Path(paths.root)).key == "abc123"
+
+
+def test_the_retry_owed_marker_is_written_when_a_retry_is_queued(store):
+    paths, st = store
+    seen = []
+
+    def answer(s):
+        if s.attempt == 1:
+            paths.trial(s.trial_id, 1).mkdir(parents=True, exist_ok=True)
+            return lost(s)
+        seen.append((paths.trial(s.trial_id, 1) / RETRY_OWED).exists())
+        return accepted(s)
+
+    _execute(deque([spec(0)]), 1, 0, None, 0.0, st, Scripted(answer), paths, lambda _: None, 1.0)
+    assert seen == [True]
+
+
+def test_a_record_from_before_attempt_costs_keeps_its_cost():
+    old = accepted(spec(0), cost=0.42)
+    del old["attempt_cost_usd"]
+    old["verdict"] = infra_verdict("sandbox", "x").to_dict()
+    again = _retry_of(spec(0), old)
+    assert again.prior_cost_usd == 0.42 and again.previous_attempts[0]["cost_usd"] == 0.42
+
+
+def test_a_harness_failure_carries_its_node_so_no_block_looks_split(store):
+    paths, st = store
+    backend = Scripted(lambda s: RuntimeError("boom"))
+    backend.node_for = lambda s: {"name": "n1"}
+    _execute(deque([spec(0)]), 1, 0, None, 0.0, st, backend, paths, lambda _: None, 1.0)
+    [row] = st.trials()
+    assert row["node"] == {"name": "n1"} and row["attempt"] == 2
+    assert _nodes([row, accepted(spec(1))], ["a"], 1.0)["split_blocks"] == []
