@@ -279,8 +279,11 @@ class DockerSandbox(Sandbox):
         duration = time.monotonic() - t0
         with docker_errors(self.spec.name):
             exit_code = self._stream_api.exec_inspect(exec_id).get("ExitCode")
-        if failure and not timed_out and not self.is_running():
-            raise self._broken()
+        if failure and not timed_out:
+            if not self.is_running():
+                raise self._broken()
+            # the output stream broke while the sandbox lives: what was captured cannot be trusted
+            raise OutputLost(f"the output of {cmd[0]!r} was cut off: {failure[0]!r}"[:500], container=self.spec.name)
         oom = False
         if oom_before is not None:
             after = self.oom_kill_count()
@@ -430,7 +433,10 @@ class DockerSandbox(Sandbox):
             max_bytes = CAPTURE_BYTES - 64
         script = 'test -f "$1" || exit 3; n=$(wc -c < "$1") || exit 3; echo "$n"; exec cat -- "$1"'
         for attempt in range(self.READ_ATTEMPTS):
-            res = self.exec(["sh", "-c", script, "sh", path], timeout=60)
+            try:
+                res = self.exec(["sh", "-c", script, "sh", path], timeout=60)
+            except OutputLost:
+                continue
             if res.exit_code == 3:
                 raise SandboxError(f"{path} is not a readable regular file", container=self.spec.name)
             head, newline, body = res.stdout.partition(b"\n")
