@@ -148,11 +148,19 @@ class LocalBackend:
 
 def remove_run_containers(client: docker.DockerClient, run_id: str) -> list[str]:
     """End a run's trials at once (their own cleanup then removes disks and volumes); best effort."""
+    import docker.errors
+
     removed = []
-    try:
-        for c in client.containers.list(all=True, filters={"label": f"org.trialbox.run={run_id}"}):
-            c.remove(force=True, v=True)
-            removed.append(c.name)
+    try:  # one listing call: listing then inspecting each races with trials removing their own
+        found = client.api.containers(all=True, filters={"label": f"org.trialbox.run={run_id}"})
     except Exception:  # noqa: BLE001 - best effort during an interrupt; gc removes the rest
-        pass
+        return removed
+    for c in found:
+        try:
+            client.api.remove_container(c["Id"], force=True, v=True)
+            removed.append(c["Names"][0].lstrip("/") if c.get("Names") else c["Id"][:12])
+        except docker.errors.NotFound:
+            pass  # it removed itself meanwhile
+        except Exception:  # noqa: BLE001 - best effort; gc removes the rest
+            pass
     return removed

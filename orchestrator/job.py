@@ -28,7 +28,7 @@ from .agents import BudgetLimits
 from .agents.base import AgentResult
 from .agents.budget import StopReason
 from .backends import Admission, Backend, LocalBackend
-from .errors import DriftError, LockError
+from .errors import ConfigError, DriftError, LockError
 from .events import read_events
 from .grading.export import tree_from_tar
 from .grading.grade import grade_trial
@@ -120,7 +120,11 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
     runner: Backend | None = None
     try:
         if backend == "ray":
-            from .cluster import RayBackend
+            try:
+                from .cluster import RayBackend
+            except ImportError as exc:
+                raise ConfigError(f"the ray backend needs Ray on this machine and every node: "
+                                  f"pip install 'trialbox[ray]' ({exc})") from exc
 
             runner = RayBackend.connect(ray_address or m.execution.ray_address, loaded, tasks, lock, paths, judge, say)
         else:

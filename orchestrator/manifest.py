@@ -409,7 +409,7 @@ def check_manifest(data: dict[str, Any], path: Path) -> list[Problem]:
             if name not in CRITERIA:
                 out.append(Problem(f, f"analysis.adoption.blocking_criteria[{i}]",
                                    f"expected a criterion name {sorted(CRITERIA)}, got {name!r}"))
-    if _get(data, "execution.ray_address") is not None and _get(data, "execution.backend", "local") != "ray":
+    if _get(data, "execution.ray_address") is not None and _get(data, "execution.backend", "local") == "local":
         out.append(Problem(f, "execution.ray_address", "only allowed with execution.backend: ray"))
     exclusions = _get(data, "analysis.exclusions", [])
     for i, kind in enumerate(exclusions if isinstance(exclusions, list) else []):

@@ -55,11 +55,12 @@ def collect_garbage(client: docker.DockerClient, settings: Settings, everything:
     result = GcResult()
     flt = {"label": MANAGED_LABEL}
     with docker_errors():
-        for c in client.containers.list(all=True, filters=flt):
-            if _stale(c.labels, everything):
+        # one listing call: listing then inspecting each races with sandboxes removing themselves
+        for c in client.api.containers(all=True, filters=flt):
+            if _stale(c.get("Labels") or {}, everything):
                 try:
-                    c.remove(force=True, v=True)
-                    result.containers.append(c.name)
+                    client.api.remove_container(c["Id"], force=True, v=True)
+                    result.containers.append(c["Names"][0].lstrip("/") if c.get("Names") else c["Id"][:12])
                 except docker.errors.NotFound:
                     pass
         for v in client.volumes.list(filters=flt):

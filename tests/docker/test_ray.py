@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -65,8 +66,17 @@ def rows(run: Path) -> list[dict]:
         db.close()
 
 
-def run_containers(client, run: Path) -> list:
-    return client.containers.list(all=True, filters={"label": f"org.trialbox.run={RunPaths(run).key}"})
+@dataclass(frozen=True)
+class Seen:
+    id: str
+    name: str
+    labels: dict
+
+
+def run_containers(client, run: Path) -> list[Seen]:
+    """The run's containers in one engine call (listing then inspecting each races with their removal)."""
+    found = client.api.containers(all=True, filters={"label": f"org.trialbox.run={RunPaths(run).key}"})
+    return [Seen(c["Id"], c["Names"][0].lstrip("/"), c.get("Labels") or {}) for c in found]
 
 
 def sleepy_manifest(folder: Path, repo_root: Path, seconds: int, trials: int = 2) -> Path:
@@ -209,7 +219,7 @@ def test_a_lost_node_and_a_lost_worker_are_retried_once_and_nothing_is_lost(clus
                          text=True)
     try:
         def agents_on_both():
-            agents = [c for c in run_containers(client, run) if not c.name.endswith("-g")]
+            agents = [c for c in run_containers(client, run) if c.labels.get("org.trialbox.role") != "grader"]
             by_node = {}
             for c in agents:
                 by_node.setdefault(node_of(cluster, c), []).append(c)
@@ -222,7 +232,7 @@ def test_a_lost_node_and_a_lost_worker_are_retried_once_and_nothing_is_lost(clus
         os.kill(int(victim.labels[OWNER].rsplit(":", 2)[1]), signal.SIGKILL)  # n1's Ray worker dies alone
         cluster.kill_node("n2")                                               # n2 is lost with everything on it
         # the dead worker's sandbox is removed by its node at once, not at the end of the run
-        wait_for(lambda: victim.id not in {c.id for c in client.containers.list(all=True)}, 60,
+        wait_for(lambda: victim.id not in {c["Id"] for c in client.api.containers(all=True)}, 60,
                  "the killed worker's sandbox to be removed")
         assert proc.poll() is None
         out, err = proc.communicate(timeout=600)

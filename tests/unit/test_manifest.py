@@ -162,3 +162,13 @@ def test_blocking_criteria_must_name_criteria(project):
     data["analysis"]["adoption"] = {"baseline": "a", "candidate": "b", "blocking_criteria": ["secrets", "secret"]}
     out = problems_of(project, data)
     assert len(out) == 1 and out[0].startswith("analysis.adoption.blocking_criteria[1]: expected a criterion name")
+
+
+def test_backend_and_ray_address(project):
+    data = copy.deepcopy(MANIFEST)
+    data.setdefault("execution", {})["ray_address"] = "10.0.0.1:6379"
+    assert problems_of(project, data) == ["execution.ray_address: only allowed with execution.backend: ray"]
+    data["execution"]["backend"] = "ray"
+    assert problems_of(project, data) == []
+    data["execution"]["backend"] = "k8s"
+    assert len(problems_of(project, data)) == 1 and problems_of(project, data)[0].startswith("execution.backend")
