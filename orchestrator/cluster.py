@@ -40,6 +40,7 @@ import logging
 import math
 import os
 import shutil
+import socket
 import tarfile
 import time
 import traceback
@@ -259,6 +260,17 @@ class Node:
     load: int = 0
 
 
+def _reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail at once, naming the address, when nothing listens at a ``host:port`` cluster address."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return  # another form of address (``auto``, ``ray://``): Ray resolves it
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise ClusterError(f"no Ray cluster answers at {address}: {exc} (is `ray start --head` running there?)") from exc
+
+
 def _on(node_id: str) -> NodeAffinitySchedulingStrategy:
     return NodeAffinitySchedulingStrategy(node_id, soft=False)
 
@@ -315,6 +327,7 @@ class RayBackend:
             raise ConfigError("backend ray needs the cluster's address: execution.ray_address, --ray-address "
                               "or RAY_ADDRESS")
         if not ray.is_initialized():
+            _reachable(address)  # ray.init retries an unreachable address for minutes
             try:
                 ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
             except (ConnectionError, RuntimeError, ValueError) as exc:

@@ -107,3 +107,21 @@ def test_concurrency_caps_what_is_running_across_the_cluster():
     spec = b.admit(queue)
     b.refs[object()] = (spec, b._pending)
     assert b.admit(queue) is None
+
+
+def test_an_unreachable_cluster_address_fails_at_once_naming_it():
+    import socket
+
+    import pytest
+
+    from orchestrator.cluster import _reachable
+    from orchestrator.errors import ClusterError
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        _reachable(f"127.0.0.1:{port}")
+    with pytest.raises(ClusterError, match=f"127.0.0.1:{port}"):
+        _reachable(f"127.0.0.1:{port}")  # nothing listens there any more
+    _reachable("auto")  # not host:port: left to Ray
