@@ -148,19 +148,9 @@ class LocalBackend:
 
 def remove_run_containers(client: docker.DockerClient, run_id: str) -> list[str]:
     """End a run's trials at once (their own cleanup then removes disks and volumes); best effort."""
-    import docker.errors
+    from .sandbox.gc import remove_containers
 
-    removed = []
-    try:  # one listing call: listing then inspecting each races with trials removing their own
-        found = client.api.containers(all=True, filters={"label": f"org.trialbox.run={run_id}"})
+    try:
+        return remove_containers(client, {"label": f"org.trialbox.run={run_id}"}, best_effort=True)
     except Exception:  # noqa: BLE001 - best effort during an interrupt; gc removes the rest
-        return removed
-    for c in found:
-        try:
-            client.api.remove_container(c["Id"], force=True, v=True)
-            removed.append(c["Names"][0].lstrip("/") if c.get("Names") else c["Id"][:12])
-        except docker.errors.NotFound:
-            pass  # it removed itself meanwhile
-        except Exception:  # noqa: BLE001 - best effort; gc removes the rest
-            pass
-    return removed
+        return []

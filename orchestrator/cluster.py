@@ -35,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
-import json
 import logging
 import math
 import os
@@ -66,7 +65,7 @@ from .nodes import node_info  # noqa: E402
 from .settings import load_settings  # noqa: E402
 from .store import RunPaths  # noqa: E402
 from .tasks import Task  # noqa: E402
-from .trial import Cancelled, TrialSpec, run_trial  # noqa: E402
+from .trial import Cancelled, TrialSpec, ended_attempt, run_trial  # noqa: E402
 
 log = get_logger("cluster")
 
@@ -569,19 +568,10 @@ class RayBackend:
         died = isinstance(exc, (ray.exceptions.NodeDiedError, ray.exceptions.TaskUnschedulableError))
         kind = "node_lost" if died or node_id not in self._alive_ids else "worker_lost"
         detail = f"{kind.replace('_', ' ')}: node {name}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-        unknown = sum(a.get("cost_usd") is None for a in spec.previous_attempts) + 1
-        result = {"id": spec.trial_id, "task": spec.task.id, "candidate": spec.candidate.name,
-                  "replicate": spec.replicate, "attempt": spec.attempt, "retries": spec.retries,
-                  "block": spec.block, "image_id": spec.image_id, "duration_s": None,
-                  "node": self.info_by_id.get(node_id) or {"name": name, "id": node_id},
-                  "attempt_cost_usd": None, "cost_usd": round(spec.prior_cost_usd, 8),
-                  "cost_is_lower_bound": True, "attempts_with_unknown_cost": unknown,
-                  "cost_note": "this attempt's spend is unknown: its events were on the lost node",
-                  "previous_attempts": list(spec.previous_attempts),
-                  "verdict": infra_verdict(kind, detail).to_dict()}
-        folder = self.paths.trial(spec.trial_id, spec.attempt)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "verdict.json").write_text(json.dumps(result, indent=2, default=str))
+        result = ended_attempt(spec, infra_verdict(kind, detail), None,
+                               self.info_by_id.get(node_id) or {"name": name, "id": node_id},
+                               self.paths.trial(spec.trial_id, spec.attempt),
+                               "this attempt's spend is unknown: its events were on the lost node")
         log.warning("trial lost with its node", trial=spec.trial_id, node=name, error=type(exc).__name__)
         if kind == "worker_lost":  # its sandbox outlives the worker: have the node remove it now, not at the end
             clean_node.options(num_cpus=0, resources={RESOURCE: MARKER}, scheduling_strategy=_on(node_id),

@@ -272,22 +272,12 @@ def _harness_failure(spec: TrialSpec, exc: BaseException, paths: RunPaths,
                      node: dict[str, Any] | None = None) -> dict[str, Any]:
     """The record of an attempt that trialbox itself failed; written to the attempt's folder."""
     from .grading.verdict import infra_verdict
-    from .trial import spend_in
+    from .trial import ended_attempt, spend_in
 
     folder = paths.trial(spec.trial_id, spec.attempt)
     # the events the attempt wrote before failing; or what the backend knows when they did not come back
     spent = exc.spend if hasattr(exc, "spend") else spend_in(folder)
-    unknown = sum(a.get("cost_usd") is None for a in spec.previous_attempts) + (spent is None)
-    result = {"id": spec.trial_id, "task": spec.task.id, "candidate": spec.candidate.name, "replicate": spec.replicate,
-              "attempt": spec.attempt, "retries": spec.retries, "block": spec.block, "image_id": spec.image_id,
-              "attempt_cost_usd": spent, "cost_usd": round(spec.prior_cost_usd + (spent or 0.0), 8),
-              "duration_s": None, "previous_attempts": list(spec.previous_attempts), "node": node,
-              "verdict": infra_verdict("harness", repr(exc)[:500]).to_dict()}
-    if unknown:
-        result["cost_is_lower_bound"], result["attempts_with_unknown_cost"] = True, unknown
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "verdict.json").write_text(json.dumps(result, indent=2, default=str))
-    return result
+    return ended_attempt(spec, infra_verdict("harness", repr(exc)[:500]), spent, node, folder)
 
 
 def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient,

@@ -88,6 +88,29 @@ class Cancelled(Exception):
     """The run was interrupted: this trial is not graded and not recorded."""
 
 
+def unknown_cost(spec: TrialSpec, this_attempt_known: bool) -> dict[str, Any]:
+    """The fields saying a result's cost is a lower bound: attempts whose spend went down with a node."""
+    unknown = sum(a.get("cost_usd") is None for a in spec.previous_attempts) + (not this_attempt_known)
+    return {"cost_is_lower_bound": True, "attempts_with_unknown_cost": unknown} if unknown else {}
+
+
+def ended_attempt(spec: TrialSpec, verdict, attempt_cost: float | None, node: dict[str, Any] | None,
+                  folder, cost_note: str | None = None) -> dict[str, Any]:
+    """The result of an attempt that ended without running to its verdict (trialbox failed, its node was
+    lost), written to the attempt's folder; ``attempt_cost`` None when its spend is unknown."""
+    result = {"id": spec.trial_id, "task": spec.task.id, "candidate": spec.candidate.name,
+              "replicate": spec.replicate, "attempt": spec.attempt, "retries": spec.retries, "block": spec.block,
+              "image_id": spec.image_id, "attempt_cost_usd": attempt_cost,
+              "cost_usd": round(spec.prior_cost_usd + (attempt_cost or 0.0), 8), "duration_s": None,
+              "previous_attempts": list(spec.previous_attempts), "node": node, "verdict": verdict.to_dict(),
+              **unknown_cost(spec, this_attempt_known=attempt_cost is not None)}
+    if cost_note:
+        result["cost_note"] = cost_note
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "verdict.json").write_text(json.dumps(result, indent=2, default=str))
+    return result
+
+
 def spend_in(folder) -> float | None:
     """What an attempt's recorded model calls cost: 0 when it wrote no event log (it never reached its
     agent), None when the log cannot be read."""
@@ -132,9 +155,7 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
                               "node": node or node_info(client)}
     if spec.previous_attempts:
         result["previous_attempts"] = list(spec.previous_attempts)
-        unknown = sum(a.get("cost_usd") is None for a in spec.previous_attempts)
-        if unknown:  # an attempt lost with its node took its spend records along
-            result["cost_is_lower_bound"], result["attempts_with_unknown_cost"] = True, unknown
+        result.update(unknown_cost(spec, this_attempt_known=True))
     conditions = _conditions_start(client)
     try:
         with agent_session(agent, spec.task, sandbox_spec(spec), client, folder / "events.jsonl", spec.limits,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import docker
@@ -50,19 +51,34 @@ def _stale(labels: dict[str, str], everything: bool) -> bool:
     return everything or not owner_alive(labels.get(f"{LABEL_PREFIX}.owner"))
 
 
+def remove_containers(client: docker.DockerClient, filters: dict[str, str],
+                      select: Callable[[dict[str, str]], bool] = lambda labels: True,
+                      best_effort: bool = False) -> list[str]:
+    """Force-remove the containers ``filters`` lists whose labels ``select`` picks; returns their names.
+
+    One listing call: listing then inspecting each (docker-py's ``containers.list``) races with sandboxes
+    removing themselves. A container gone meanwhile is skipped; with ``best_effort`` so is one the engine
+    refuses to remove."""
+    removed = []
+    for c in client.api.containers(all=True, filters=filters):
+        if select(c.get("Labels") or {}):
+            try:
+                client.api.remove_container(c["Id"], force=True, v=True)
+                removed.append(c["Names"][0].lstrip("/") if c.get("Names") else c["Id"][:12])
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError:
+                if not best_effort:
+                    raise
+    return removed
+
+
 def collect_garbage(client: docker.DockerClient, settings: Settings, everything: bool = False) -> GcResult:
     """Remove labelled leftovers of dead owners (or all labelled resources with ``everything``)."""
     result = GcResult()
     flt = {"label": MANAGED_LABEL}
     with docker_errors():
-        # one listing call: listing then inspecting each races with sandboxes removing themselves
-        for c in client.api.containers(all=True, filters=flt):
-            if _stale(c.get("Labels") or {}, everything):
-                try:
-                    client.api.remove_container(c["Id"], force=True, v=True)
-                    result.containers.append(c["Names"][0].lstrip("/") if c.get("Names") else c["Id"][:12])
-                except docker.errors.NotFound:
-                    pass
+        result.containers += remove_containers(client, flt, lambda labels: _stale(labels, everything))
         for v in client.volumes.list(filters=flt):
             labels = v.attrs.get("Labels") or {}
             if _stale(labels, everything):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import time
 import uuid
 
@@ -41,6 +42,17 @@ def images(client, repo_root):
 @pytest.fixture(scope="session")
 def python_image(images) -> str:
     return images["python"].image_id
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, repo_root, images):
+    """A copy of the examples and task set, so locks written by a test never land in the repository."""
+    root = tmp_path_factory.mktemp("project")
+    for folder in ("tasks", "graders", "images", "examples"):
+        shutil.copytree(repo_root / folder, root / folder, symlinks=True)
+    for lock in (root / "examples").glob("*.lock.json"):
+        lock.unlink()
+    return root
 
 
 def unique_name(prefix: str = "tbtest") -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -41,17 +40,6 @@ def cluster(tmp_path_factory, client, images):
         yield c
     finally:
         c.stop()
-
-
-@pytest.fixture(scope="module")
-def project(tmp_path_factory, repo_root):
-    """A copy of the examples and task set, so locks written here never land in the repository."""
-    root = tmp_path_factory.mktemp("project")
-    for folder in ("tasks", "graders", "images", "examples"):
-        shutil.copytree(repo_root / folder, root / folder, symlinks=True)
-    for lock in (root / "examples").glob("*.lock.json"):
-        lock.unlink()
-    return root
 
 
 def driver(cluster: LocalRayCluster, *args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -28,16 +28,6 @@ def cli(*args, cwd, check=None, timeout=600):
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory, repo_root, images):
-    root = tmp_path_factory.mktemp("project")
-    for folder in ("tasks", "graders", "images", "examples"):
-        shutil.copytree(repo_root / folder, root / folder, symlinks=True)
-    for lock in (root / "examples").glob("*.lock.json"):
-        lock.unlink()
-    return root
-
-
-@pytest.fixture(scope="module")
 def demo_run(project, repo_root):
     out = project / "runs" / "demo"
     res = cli("run", str(project / "examples/offline-demo.yaml"), "--scripted-model",
