@@ -76,7 +76,21 @@ def cmd_images_build(args: argparse.Namespace) -> int:
     from .images import build_images
     from .settings import load_settings
 
-    records = build_images(_connect(), Path(args.images), load_settings(), args.names or None)
+    say = lambda line: print(line, flush=True)  # noqa: E731
+    if args.manifest:
+        from .errors import ImageError
+        from .taskcheck import build_environments
+
+        loaded, tasks = _load_all(Path(args.manifest))
+        records, failed = build_environments(loaded, tasks, _connect(), say)
+        for tid, why in failed.items():
+            print(f"{tid}: {why}", file=sys.stderr)
+        for r in records.values():
+            print(f"{r.name:10s} {r.image_id} {r.tag}")
+        if failed:
+            raise ImageError(f"{len(failed)} task(s) have an environment that does not build")
+        return 0
+    records = build_images(_connect(), Path(args.images), load_settings(), args.names or None, say)
     for r in records.values():
         print(f"{r.name:10s} {r.image_id} {r.tag}")
     return 0
@@ -180,6 +194,12 @@ def _run_manifest(paths, override: str | None = None):
     return loaded, load_tasks(loaded)
 
 
+def _unchecked_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--unchecked", action="store_true",
+                   help="run tasks never checked by `trialbox tasks check` (recorded in the run's lock); "
+                        "tasks whose last check failed are refused all the same")
+
+
 def _backend_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=["local", "ray"], help="where trials run (default: execution.backend)")
     p.add_argument("--ray-address", metavar="HOST:PORT",
@@ -192,7 +212,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     loaded, tasks = _load_all(Path(args.manifest))
     paths = run_experiment(loaded, tasks, _connect(), Path(args.out) if args.out else None,
-                           say=lambda line: print(line, flush=True), backend=args.backend, ray_address=args.ray_address)
+                           say=lambda line: print(line, flush=True), backend=args.backend, ray_address=args.ray_address,
+                           unchecked=args.unchecked)
     print(f"results in {paths.root}")
     return 0
 
@@ -258,7 +279,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     loaded, tasks = _run_manifest(paths)
     out = Path(args.out) if args.out else paths.root.with_name(paths.root.name + "-reproduced")
     differing = reproduce_run(paths, loaded, tasks, _connect(), out, say=lambda line: print(line, flush=True),
-                              backend=args.backend, ray_address=args.ray_address)
+                              backend=args.backend, ray_address=args.ray_address, unchecked=args.unchecked)
     if differing:
         print(f"{len(differing)} verdict(s) differ from {paths.root}:", *differing, sep="\n  ")
         return 1
@@ -317,6 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
     b = isub.add_parser("build", help="build every recipe whose content changed (cached by content)")
     b.add_argument("names", nargs="*")
     b.add_argument("--images", default="images", help="folder of recipes (default: images)")
+    b.add_argument("--manifest", metavar="M", help="build every environment the tasks of manifest M need "
+                                                   "(their recipes' chains, each once), naming the tasks of a failed build")
     b.set_defaults(func=cmd_images_build)
     b = isub.add_parser("save", help="write a built image into a tar (to put it on other machines)")
     b.add_argument("name")
@@ -333,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scripted-model", metavar="FILE",
                    help="answer the model from this script file (offline demo; see `trialbox model-server`)")
     _backend_options(p)
+    _unchecked_option(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("show", help="one trial's verdict, criteria with evidence, and event timeline")
@@ -358,6 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="folder for the new run (default: RUN-reproduced)")
     p.add_argument("--scripted-model", metavar="FILE", help="answer the model from this script file (offline)")
     _backend_options(p)
+    _unchecked_option(p)
     p.set_defaults(func=cmd_reproduce)
 
     p = sub.add_parser("calibrate", help="the semantic judge's false-positive and false-negative rates against labels")

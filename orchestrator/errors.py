@@ -19,6 +19,7 @@ inherit the matching builtin so callers can catch either.
         ├── EngineUnavailable (ConnectionError)   no Docker engine answers
         ├── RuntimeUnavailable           e.g. ``runsc`` is not registered with the engine
         ├── SandboxBroken                the sandbox no longer works (PID 1 gone, exec refused)
+        ├── InstallFailed                a task's install step failed before its agent started
         ├── SandboxTimeout (TimeoutError)
         └── DiskError (OSError)          the bounded workspace disk could not be set up
 """
@@ -136,6 +137,10 @@ class SandboxBroken(SandboxError):
 class OutputLost(SandboxError):
     """The engine returned a command's output incomplete, again and again (a known race of ``docker exec``
     with short-lived commands): what was read cannot be trusted, and it is nobody's fault but ours."""
+
+
+class InstallFailed(SandboxError):
+    """A task's install step failed on the untouched repository (the task's problem, never the agent's)."""
 
 
 class SandboxTimeout(SandboxError, TimeoutError):

@@ -90,7 +90,7 @@ def trial_specs(loaded: LoadedManifest, tasks: list[Task], lock: dict[str, Any],
     planned = plan([t.id for t in tasks], [c.name for c in m.candidates], ex.trials_per_task, m.experiment.seed,
                    ex.order)
     return [TrialSpec(p.trial_id, run_id, by_task[p.task], by_name[p.candidate], p.replicate,
-                      lock["images"][by_task[p.task].config.image]["image_id"], m.environment, limits, block=p.block)
+                      lock["images"][by_task[p.task].image_key]["image_id"], m.environment, limits, block=p.block)
             for p in planned]
 
 
@@ -109,12 +109,18 @@ def _progress(say: Callable[[str], None], done: int, total: int, running: int, f
 
 def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, out: Path | None,
                    say: Callable[[str], None] = print, backend: str | None = None,
-                   ray_address: str | None = None) -> RunPaths:
-    """Run (or continue) the experiment; ``backend``/``ray_address`` override the manifest's."""
+                   ray_address: str | None = None, unchecked: bool = False) -> RunPaths:
+    """Run (or continue) the experiment; ``backend``/``ray_address`` override the manifest's.
+
+    A task whose last ``tasks check`` failed is refused; one never checked is refused unless ``unchecked``
+    (``TaskSetError``); the run's lock records each task's check status."""
+    from .taskcheck import require_checked
+
     m = loaded.manifest
     backend = backend or m.execution.backend
     judge = make_judge(loaded)  # a missing key is an error before any container starts
     lock = ensure_lock(loaded, tasks, client)
+    lock = {**lock, "task_checks": require_checked(tasks, lock, unchecked)}
     paths = open_run(loaded, lock, out)
     store = Store(paths)
     runner: Backend | None = None
@@ -305,7 +311,8 @@ def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], clie
             graded = grade_trial(client, row["image_id"], task, original, final, events, agent, canaries,
                                  loaded.manifest.environment.network_policy, cand.agent,
                                  GraderLimits.for_environment(loaded.manifest.environment),
-                                 f"tb-{paths.key[:12]}-rg", judge, row["id"], {"org.trialbox.run": paths.key})
+                                 f"tb-{paths.key[:12]}-rg", judge, row["id"], {"org.trialbox.run": paths.key},
+                                 setup_outputs=row.get("setup_outputs") or ())
             verdict = graded.verdict.to_dict()
             verdict["grader_version"] += f"+{tree_sha256(task.grader_folder)[:12]}"
             if verdict["outcome"] != row["verdict"]["outcome"]:
@@ -344,7 +351,7 @@ def calibrate_run(paths: RunPaths, labels: dict[str, str]) -> dict[str, Any]:
 
 def reproduce_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, out: Path,
                   say: Callable[[str], None] = print, backend: str | None = None,
-                  ray_address: str | None = None) -> list[str]:
+                  ray_address: str | None = None, unchecked: bool = False) -> list[str]:
     """Run the experiment again from the run's lock into ``out``; ``DriftError`` lists anything that drifted.
 
     Returns the trials whose verdict differs from the original run's."""
@@ -358,7 +365,7 @@ def reproduce_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], cl
     if lock_path(loaded.path).exists():
         lock_path(loaded.path).unlink()  # the run's lock is the reference: write it as the manifest's lock
     lock_path(loaded.path).write_text(json.dumps(locked, indent=2, sort_keys=True) + "\n")
-    run_experiment(loaded, tasks, client, out, say, backend, ray_address)
+    run_experiment(loaded, tasks, client, out, say, backend, ray_address, unchecked)
     before, after = Store(paths), Store(RunPaths(out))
     try:
         old = {r["id"]: r["verdict"] for r in before.trials()}

@@ -30,7 +30,7 @@ from .engine import engine_version
 from .errors import DriftError, ImageNotFound, LockError, Problem, ValidationFailed
 from .hashing import combine, sha256_file, tree_sha256
 from .agents.prices import load_prices
-from .images import resolve_image
+from .images import resolve_recipe
 from .manifest import LoadedManifest
 from .repos import materialize, source_identity
 from .settings import Settings
@@ -38,6 +38,8 @@ from .tasks import Task, git_env
 
 LOCK_VERSION = 1
 VOLATILE = {"created_at"}
+RECORDS = ("task_checks",)
+"""Sections a run adds to its lock that record facts about the run, not identifiers that shape results."""
 
 
 def lock_path(manifest_path: Path) -> Path:
@@ -74,15 +76,16 @@ def _tasks_section(tasks: list[Task], settings: Settings) -> dict[str, Any]:
     for t in tasks:
         repo = materialize(t, settings.repos_dir)
         out[t.id] = {"task_sha256": tree_sha256(t.folder), "repo_source": source_identity(t),
-                     "repo_commit": repo.commit, "image": t.config.image}
+                     "repo_commit": repo.commit, "image": t.image_key, "runtime": t.runtime.describe()}
     return out
 
 
-def _images_section(client: docker.DockerClient, images_dir: Path, names: set[str]) -> dict[str, Any]:
+def _images_section(client: docker.DockerClient, images_dir: Path, tasks: list[Task]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name in sorted(names):
+    recipes = {t.image_key: t.recipe for t in tasks}
+    for name in sorted(recipes):
         try:
-            rec = resolve_image(client, images_dir, name)
+            rec = resolve_recipe(client, images_dir, recipes[name])
             out[name] = {"image_id": rec.image_id, "tag": rec.tag, "recipe_sha256": rec.recipe_sha256,
                          "repo_digests": rec.repo_digests}
         except ImageNotFound as exc:
@@ -106,7 +109,7 @@ def resolve_lock(loaded: LoadedManifest, tasks: list[Task], client: docker.Docke
         "docker": engine_version(client),
         "tool_contract_revision": m.experiment.tool_contract_revision,
         "price_table_version": load_prices().version,
-        "images": _images_section(client, images_dir, {t.config.image for t in tasks}),
+        "images": _images_section(client, images_dir, tasks),
         "tasks": task_section,
         "graders": graders,
         "dataset_revision": combine({k: combine({"task": v["task_sha256"], "repo": v["repo_commit"]})
@@ -177,8 +180,9 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 def drift(locked: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """Every identifier whose value differs, as ``name: locked X, now Y``."""
-    a = {k: v for k, v in _flatten(locked).items() if k not in VOLATILE}
-    b = {k: v for k, v in _flatten(current).items() if k not in VOLATILE}
+    keep = lambda k: k not in VOLATILE and k.split(".", 1)[0] not in RECORDS  # noqa: E731
+    a = {k: v for k, v in _flatten(locked).items() if keep(k)}
+    b = {k: v for k, v in _flatten(current).items() if keep(k)}
     out = []
     for key in sorted(set(a) | set(b)):
         if a.get(key, "<absent>") != b.get(key, "<absent>"):

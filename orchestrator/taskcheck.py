@@ -1,28 +1,63 @@
 """``trialbox tasks check``: is this task set fit to be trusted?
 
-For every task: the oracle is accepted on every replicate; nop is never
-accepted; every fail-to-pass test fails and every pass-to-pass test passes on
-the untouched repository; outcomes do not change between identical runs
-(flaky tests); the repository holds one commit and nothing of the held-out
-material; the task image holds none of the held-out files either.
+For every task, in this order (the first failing step is the root cause and
+later steps that depend on it are not run):
+
+1. its environment builds (a failed build names the task, the step and the
+   tail of the build log);
+2. its repository holds one commit and nothing of the held-out material; the
+   image holds none of the held-out files, nor the answer (the solution's
+   distinctive added lines found installed somewhere, e.g. the library under
+   test at a later version pulled in as a dependency);
+3. its test patch applies to the untouched repository;
+4. on the untouched repository (twice): the install step succeeds; pytest
+   executes (a usage or internal error means no test ran: a test that did not
+   run has neither failed nor passed); every fail-to-pass test fails (a test
+   whose module cannot be imported before the fix counts as failing, as in
+   SWE-bench); every pass-to-pass test passes; the grader's channels agree;
+5. the oracle is accepted on every replicate and nop is not;
+6. no outcome changes between identical runs (flaky tests).
+
+A failure here is a *task-set error*: the task author's problem, never an
+agent's outcome. Each task's verdict is recorded under the state folder keyed
+by the task's hash, its grader's hash, its image ID and the grader tools'
+hash, so ``trialbox run`` refuses a task whose last check failed without
+running it again, and names the tasks never checked (``--unchecked`` runs
+them anyway; the run's lock records it).
+
+Tasks are checked in parallel within admission control: a check holds one
+slot of the host's share at the grader's CPU reservation (a check measures
+nothing, so the manifest's reservations, which exist for comparability, do
+not size it; its hard limits are the manifest's).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 import subprocess
 import tarfile
 import tempfile
+import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import docker
 
+from . import __version__
 from .agents import BudgetLimits
-from .grading.export import tree_from_tar
-from .grading.runner import GraderLimits, compose, run_tests
-from .job import ensure_lock
+from .backends import Admission
+from .errors import ConfigError, ImageBuildError, TrialboxError
+from .grading.export import Tree, tree_from_tar
+from .grading.runner import TOOLS, GraderLimits, TestRun, compose, run_tests, test_files
+from .grading.trusted import TestPatchError, trusted_tests
+from .hashing import combine, tree_sha256
+from .images import ImageRecord, build_recipe
 from .manifest import LoadedManifest, NopCandidate, OracleCandidate
 from .repos import materialize
 from .sandbox.base import SandboxSpec
@@ -32,7 +67,151 @@ from .store import RunPaths
 from .tasks import Task, git_env
 from .trial import TrialSpec, run_trial
 
+CHECK_VERSION = 2
 
+
+class TaskSetError(ConfigError):
+    """Tasks that failed their last check, or were never checked: ``trialbox run`` refuses them."""
+
+
+@dataclass
+class TaskCheck:
+    """One task's check: its problems, the root cause first."""
+
+    task: str
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check_key(task: Task, image_id: str) -> str:
+    """What a check's verdict is valid for: the task, its grader, its image and the grader's own tools."""
+    return combine({"task": tree_sha256(task.folder), "grader": tree_sha256(task.grader_folder), "image": image_id,
+                    "tools": tree_sha256(TOOLS), "trialbox": f"{__version__}/{CHECK_VERSION}",
+                    "runtime": json.dumps(task.runtime.describe(), sort_keys=True)})
+
+
+def _record_path(task: Task, image_id: str) -> Path:
+    return load_settings().state_dir / "taskcheck" / f"{check_key(task, image_id)[:40]}.json"
+
+
+def last_check(task: Task, image_id: str) -> dict[str, Any] | None:
+    """The recorded verdict of this exact task, grader and image (None: never checked)."""
+    try:
+        return json.loads(_record_path(task, image_id).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _save(task: Task, image_id: str, check: TaskCheck) -> None:
+    path = _record_path(task, image_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{uuid.uuid4().hex[:6]}")
+    tmp.write_text(json.dumps({"task": task.id, "ok": check.ok, "problems": check.problems, "image_id": image_id,
+                               "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1))
+    tmp.replace(path)
+
+
+def require_checked(tasks: list[Task], lock: dict[str, Any], unchecked: bool) -> dict[str, str]:
+    """Each task's check status (``passed`` | ``unchecked``); ``TaskSetError`` naming the tasks whose last check
+    failed (always) and those never checked (unless ``unchecked``)."""
+    failed, never, status = [], [], {}
+    for t in tasks:
+        record = last_check(t, lock["images"][t.image_key]["image_id"])
+        if record is None:
+            never.append(t.id)
+            status[t.id] = "unchecked"
+        elif not record.get("ok"):
+            failed.append(f"{t.id}: {(record.get('problems') or ['failed'])[0]}")
+        else:
+            status[t.id] = "passed"
+    lines = []
+    if failed:
+        lines.append(f"{len(failed)} task(s) failed their last `trialbox tasks check` (a task-set error, fix the task):")
+        lines += [f"  {f}" for f in failed]
+    if never and not unchecked:
+        lines.append(f"{len(never)} task(s) were never checked as they are now: {', '.join(never)}; run "
+                     f"`trialbox tasks check MANIFEST` first (or `trialbox run --unchecked` to run them anyway)")
+    if lines:
+        raise TaskSetError("\n".join(lines))
+    return status
+
+
+# --------------------------------------------------------------------------- root causes
+USAGE = re.compile(r"^(?:ERROR: .*|\w*Error: .*|error: .*|INTERNALERROR> .*\w+Error.*)$", re.M)
+E_LINE = re.compile(r"^E\s+(\S.*)$", re.M)
+
+
+def root_cause(run: TestRun) -> str | None:
+    """The first line that says why tests could not run as declared (None: nothing stands out)."""
+    if run.setup_failed:
+        lines = [line for line in run.log_tail.splitlines() if line.strip()]
+        errors = [line for line in lines if re.search(r"error", line, re.I)]
+        return f"{lines[0] if lines else 'the install step failed'}: {(errors or lines or [''])[-1].strip()}"
+    for err in run.collect_errors:
+        found = E_LINE.findall(err.get("error", ""))
+        if found:
+            return f"{err.get('node')}: {found[-1]}"
+        tail = [line for line in err.get("error", "").splitlines() if line.strip()]
+        if tail:
+            return f"{err.get('node')}: {tail[-1].strip()}"
+    usage = USAGE.findall(run.log_tail)
+    if usage:
+        return usage[0].strip()
+    found = E_LINE.findall(run.log_tail)
+    return found[0].strip() if found else None
+
+
+def _did_not_execute(run: TestRun, nodes: list[str]) -> bool:
+    """The install step failed, no results came back, or a test file's pytest session ended in a usage or
+    internal error (exit 2-4) that is not its module failing to import (which fails its tests, as in SWE-bench)."""
+    if run.setup_failed or not run.results_found:
+        return True
+    files = sorted({n.split("::", 1)[0] for n in nodes})  # the runner's groups, in its order
+    collect_failed = {posixpath_file(e.get("node", "")) for e in run.collect_errors}
+    return any(code in (2, 3, 4) and (i >= len(files) or files[i] not in collect_failed)
+               for i, code in enumerate(run.exit_codes))
+
+
+def untouched_problems(task: Task, runs: list[TestRun]) -> list[str]:
+    """Problems on the untouched repository (with the test patch), the root cause first."""
+    g = task.grader
+    run = runs[0]
+    cause = root_cause(run)
+    if _did_not_execute(run, g.fail_to_pass + g.pass_to_pass + comp_tripwires(run)):
+        what = "the install step failed" if run.setup_failed else "pytest did not execute the tests"
+        codes = f" (pytest exit codes {run.exit_codes})" if run.exit_codes else ""
+        return [f"untouched repository: {what}{codes}: {cause or run.log_tail[-300:].strip()}"]
+    out = []
+    collect_failed = {posixpath_file(e.get("node", "")) for e in run.collect_errors}
+    for n in g.fail_to_pass:
+        outcome = run.outcomes.get(n)
+        if outcome == "passed":
+            out.append(f"fail-to-pass {n} already passes on the untouched repository")
+        elif outcome is None and n.split("::", 1)[0] not in collect_failed:
+            out.append(f"fail-to-pass {n} did not run on the untouched repository (no such test?)")
+    for n in g.pass_to_pass:
+        outcome = run.outcomes.get(n)
+        if outcome != "passed":
+            out.append(f"pass-to-pass {n} does not pass on the untouched repository ({outcome or 'not run'})")
+    if out and cause:
+        out.insert(0, f"root cause: {cause}")
+    out += [f"grader integrity on the untouched repository: {p}" for r in runs for p in r.integrity]
+    return out
+
+
+def comp_tripwires(run: TestRun) -> list[str]:
+    return list(run.tripwires)
+
+
+def posixpath_file(node: str) -> str:
+    return node.split("::", 1)[0]
+
+
+# --------------------------------------------------------------------------- leaks
 def _held_out(task: Task) -> dict[str, bytes]:
     out = {}
     for p in sorted(task.grader_folder.rglob("*")):
@@ -49,18 +228,42 @@ def _history(tar: Path) -> list[str]:
         return proc.stdout.split()
 
 
-def _image_leaks(client, image_id: str, held: dict[str, bytes]) -> list[str]:
+def distinctive_lines(patch: str, most: int = 6) -> list[str]:
+    """The solution's added lines most likely to be found only where the answer is (long, not boilerplate)."""
+    added = {line[1:].strip() for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++")}
+    keep = [a for a in added if len(a) >= 24 and not a.startswith(("#", '"""', "import ", "from ")) and "(" in a or
+            len(a) >= 40]
+    return sorted(keep, key=lambda a: (-len(a), a))[:most]
+
+
+def _image_leaks(client, image_id: str, held: dict[str, bytes], answer: list[str]) -> list[str]:
+    """Held-out files in the image, and installed files holding the solution's distinctive lines."""
     names = sorted({Path(p).name for p in held})
     spec = SandboxSpec(image_id=image_id, name=f"tb-taskcheck-{uuid.uuid4().hex[:8]}", disk_limit_mb=32)
+    problems = []
     with DockerSandbox(spec, client) as sb:
-        script = 'for n in "$@"; do find / -xdev -type f -name "$n" -exec sha256sum {} + 2>/dev/null; done'
-        out = sb.exec(["sh", "-c", script, "sh", *names], timeout=120).text()
-    digests = {hashlib.sha256(v).hexdigest(): k for k, v in held.items()}
-    return [f"{digests[line.split()[0]]} is in the image at {line.split(maxsplit=1)[1]}"
-            for line in out.splitlines() if line.split() and line.split()[0] in digests]
+        if names:
+            script = 'for n in "$@"; do find / -xdev -type f -name "$n" -exec sha256sum {} + 2>/dev/null; done'
+            out = sb.exec(["sh", "-c", script, "sh", *names], timeout=120).text()
+            digests = {hashlib.sha256(v).hexdigest(): k for k, v in held.items()}
+            problems += [f"held-out {digests[line.split()[0]]} is in the image at {line.split(maxsplit=1)[1]}"
+                         for line in out.splitlines() if line.split() and line.split()[0] in digests]
+        if answer:
+            sb.write_file("/tmp/answer.txt", "\n".join(answer).encode() + b"\n")
+            script = ("grep -rlFx -f /tmp/answer.txt --include='*.py' /usr /opt /home /srv /root 2>/dev/null | head -20;"
+                      " true")
+            hits = [h for h in sb.exec(["sh", "-c", script], timeout=180).text().splitlines() if h.strip()]
+            for hit in hits:
+                grep = sb.exec(["grep", "-cFx", "-f", "/tmp/answer.txt", hit], timeout=60).text().strip()
+                if grep.isdigit() and int(grep) >= min(2, len(answer)):
+                    problems.append(f"the environment already holds the answer: {hit} has {grep} of the solution's "
+                                    f"distinctive lines (an agent could copy the fix from there)")
+    return problems
 
 
+# --------------------------------------------------------------------------- one task
 def check_task(task: Task, loaded: LoadedManifest, client, image_id: str, replicates: int, folder: Path) -> list[str]:
+    """Every problem of one task, the root cause first (steps that depend on a failed one are not run)."""
     problems: list[str] = []
     repo = materialize(task, load_settings().repos_dir)
     commits = _history(repo.tar_path)
@@ -70,53 +273,149 @@ def check_task(task: Task, loaded: LoadedManifest, client, image_id: str, replic
     held = _held_out(task)
     repo_digests = {hashlib.sha256(v).digest() for v in original.files.values()}
     problems += [f"held-out {p} is in the repository" for p, v in held.items() if hashlib.sha256(v).digest() in repo_digests]
-    problems += _image_leaks(client, image_id, held)
+    try:
+        trusted_tests(task, original)
+    except TestPatchError as exc:
+        return [f"the test patch does not apply to the untouched repository: {exc.message}"] + problems
+    solution = task.grader_path(task.grader.solution) if task.grader.solution is not None else None
+    answer = distinctive_lines(solution.read_text(errors="replace")) if solution is not None and solution.is_file() else []
+    problems += _image_leaks(client, image_id, held, answer)
     g = task.grader
     nodes = g.fail_to_pass + g.pass_to_pass
-    runs = [run_tests(client, image_id, compose(original, original, task), task, nodes, GraderLimits(), "tb-taskcheck")
+    limits = GraderLimits(memory_limit_mb=loaded.manifest.environment.memory_limit_mb)
+    runs = [run_tests(client, image_id, compose(original, original, task), task, nodes, limits, "tb-taskcheck")
             for _ in range(2)]
-    problems += [f"grader integrity on the untouched repository: {p}" for r in runs for p in r.integrity]
-    untouched = runs[0].outcomes
-    problems += [f"fail-to-pass {n} passes on the untouched repository" for n in g.fail_to_pass if untouched.get(n) == "passed"]
-    problems += [f"pass-to-pass {n} does not pass on the untouched repository ({untouched.get(n, 'not run')})"
-                 for n in g.pass_to_pass if untouched.get(n) != "passed"]
+    before = untouched_problems(task, runs)
+    if before:
+        return before + problems
+    return problems + _agents(task, loaded, client, image_id, replicates, folder, runs)
+
+
+def _agents(task: Task, loaded: LoadedManifest, client, image_id: str, replicates: int, folder: Path,
+            runs: list[TestRun]) -> list[str]:
+    """The oracle accepted on every replicate, nop never; outcomes stable across identical runs."""
+    g = task.grader
+    problems = []
     verdicts = {}
     paths = RunPaths(folder)
     run_id = f"taskcheck-{uuid.uuid4().hex[:8]}"  # concurrent checks never share container names
     limits = BudgetLimits(deadline_seconds=600)
     m = loaded.manifest
-    for i in range(replicates):
-        spec = TrialSpec(f"{task.id}/oracle/{i}", run_id, task, OracleCandidate(name="oracle", agent="oracle"), i,
-                         image_id, m.environment, limits)
-        verdicts[spec.trial_id] = run_trial(spec, loaded, client, paths)["verdict"]
-    nop = TrialSpec(f"{task.id}/nop/0", run_id, task, NopCandidate(name="nop", agent="nop"), 0, image_id,
-                    m.environment, limits)
-    verdicts[nop.trial_id] = run_trial(nop, loaded, client, paths)["verdict"]
-    for tid, v in verdicts.items():
+    specs = [TrialSpec(f"{task.id}/oracle/{i}", run_id, task, OracleCandidate(name="oracle", agent="oracle"), i,
+                       image_id, m.environment, limits) for i in range(replicates)]
+    specs.append(TrialSpec(f"{task.id}/nop/0", run_id, task, NopCandidate(name="nop", agent="nop"), 0, image_id,
+                           m.environment, limits))
+    for spec in specs:
+        result = run_trial(spec, loaded, client, paths)
+        verdicts[spec.trial_id] = (result["verdict"], paths.trial(spec.trial_id, spec.attempt) / "grader.log")
+    for tid, (v, log_file) in verdicts.items():
         if "/oracle/" in tid and not v["accepted"]:
-            problems.append(f"the oracle was not accepted ({tid}: {v['outcome']} {v['reasons']})")
+            failing = [c for c in v["criteria"] if c["critical"] and not c["passed"]]
+            detail = _criterion_detail(failing[0]) if failing else ""
+            cause = _log_cause(log_file)
+            problems.append(f"the oracle was not accepted ({tid}: {v['outcome']} {v['reasons']})"
+                            + (f": {cause}" if cause else "") + (f"; {detail}" if detail else ""))
         if "/nop/" in tid and v["accepted"]:
-            problems.append(f"nop was accepted ({tid})")
+            problems.append(f"nop was accepted ({tid}): the fail-to-pass tests do not test the change")
     outcome_sets = [runs[0].outcomes, runs[1].outcomes] + [
-        {k: v for c in verdict["criteria"] if c["name"] in ("fail_to_pass", "pass_to_pass")
-         for k, v in c["evidence"]["outcomes"].items()} for tid, verdict in verdicts.items() if "/oracle/" in tid]
-    for node in nodes:
+        {k: val for c in verdict["criteria"] if c["name"] in ("fail_to_pass", "pass_to_pass")
+         for k, val in c["evidence"]["outcomes"].items()} for tid, (verdict, _) in verdicts.items() if "/oracle/" in tid]
+    for node in g.fail_to_pass + g.pass_to_pass:
         if len({s.get(node) for s in outcome_sets[:2]}) > 1 or len({s.get(node) for s in outcome_sets[2:]}) > 1:
             problems.append(f"flaky: {node} changed outcome between identical runs")
     return problems
 
 
+def _criterion_detail(c: dict[str, Any]) -> str:
+    ev = c.get("evidence") or {}
+    if "outcomes" in ev:
+        bad = [f"{k} {v}" for k, v in ev["outcomes"].items() if v != "passed"][:3]
+        return f"{c['name']}: {', '.join(bad)}"
+    if ev.get("problems"):
+        return f"{c['name']}: {ev['problems'][0]}"
+    keys = [k for k in ("outside", "protected_changed", "symlinks_leaving_workspace") if ev.get(k)]
+    return f"{c['name']}: " + "; ".join(f"{k} {ev[k][:3]}" for k in keys) if keys else c["name"]
+
+
+def _log_cause(log_file: Path) -> str | None:
+    try:
+        text = log_file.read_text()
+    except OSError:
+        return None
+    return root_cause(TestRun(log_tail=text))
+
+
+# --------------------------------------------------------------------------- the set
+def build_environments(loaded: LoadedManifest, tasks: list[Task], client, say: Callable[[str], None]
+                       ) -> tuple[dict[str, ImageRecord], dict[str, str]]:
+    """Build every environment the tasks need (each once); returns the records and, per task that cannot be
+    built, its problem (the recipe, the failed step and the tail of the build log)."""
+    images_dir = loaded.resolve(loaded.manifest.tasks.images)
+    built: dict[str, ImageRecord] = {}
+    failed: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    for task in tasks:
+        key = task.image_key
+        if key in errors:
+            failed[task.id] = errors[key]
+            continue
+        try:
+            build_recipe(client, images_dir, task.recipe, load_settings(), say, built)
+        except (ImageBuildError, TrialboxError) as exc:
+            tail = "\n".join(getattr(exc, "log_tail", "").splitlines()[-12:])
+            errors[key] = f"environment {key} does not build: {exc.message.splitlines()[0]}" + (
+                f"\n      build log (tail):\n      " + tail.replace("\n", "\n      ") if tail else "")
+            failed[task.id] = errors[key]
+    return built, failed
+
+
+def sharing(tasks: list[Task], lock: dict[str, Any]) -> list[str]:
+    """Which tasks share which environment (one built image each)."""
+    by_image: dict[str, list[str]] = {}
+    for t in tasks:
+        by_image.setdefault(lock["images"][t.image_key]["image_id"], []).append(t.id)
+    return [f"environment {iid[:19]} ({', '.join(sorted({t.image_key for t in tasks if t.id in ids}))}): "
+            f"{len(ids)} task(s): {', '.join(ids)}" for iid, ids in sorted(by_image.items())]
+
+
 def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, replicates: int = 2,
                 say: Callable[[str], None] = print) -> bool:
-    lock = ensure_lock(loaded, tasks, client)
-    ok = True
-    with tempfile.TemporaryDirectory(prefix="trialbox-taskcheck-") as tmp:
-        for task in tasks:
-            image_id = lock["images"][task.config.image]["image_id"]
-            problems = check_task(task, loaded, client, image_id, replicates, Path(tmp))
-            ok = ok and not problems
-            say(f"{task.id:32s} {'ok' if not problems else 'PROBLEMS'}")
-            for p in problems:
-                say(f"    {p}")
-    say("task set ok" if ok else "task set has problems")
-    return ok
+    """Check every task (in parallel within admission control); print one line per task, its root cause first,
+    then a summary. Records each verdict for ``trialbox run``."""
+    from .job import ensure_lock
+
+    t0 = time.monotonic()
+    _, build_failures = build_environments(loaded, tasks, client, say)
+    for tid, why in build_failures.items():
+        say(f"{tid:32s} PROBLEM  {why}")
+    buildable = [t for t in tasks if t.id not in build_failures]
+    results: list[TaskCheck] = [TaskCheck(tid, [why]) for tid, why in build_failures.items()]
+    if buildable:
+        lock = ensure_lock(loaded, buildable, client)
+        for line in sharing(buildable, lock):
+            say(line)
+        env = loaded.manifest.environment
+        admission = Admission.for_manifest(loaded.manifest)
+        admission = Admission(admission.cpus, admission.memory_mb, min(env.cpu_reservation, GraderLimits.cpu_reservation),
+                              env.memory_reservation_mb, admission.cap)
+        with tempfile.TemporaryDirectory(prefix="trialbox-taskcheck-") as tmp, \
+                ThreadPoolExecutor(max_workers=max(1, admission.slots), thread_name_prefix="taskcheck") as pool:
+            def one(task: Task) -> TaskCheck:
+                start = time.monotonic()
+                image_id = lock["images"][task.image_key]["image_id"]
+                try:
+                    problems = check_task(task, loaded, client, image_id, replicates, Path(tmp) / task.id)
+                except TrialboxError as exc:
+                    problems = [f"could not be checked: {exc.message}"]
+                check = TaskCheck(task.id, list(dict.fromkeys(problems)), time.monotonic() - start)
+                _save(task, image_id, check)
+                head = "ok" if check.ok else f"PROBLEM  {check.problems[0]}"
+                more = "".join(f"\n{'':32s}          {p}" for p in check.problems[1:8])
+                say(f"{task.id:32s} {head}  ({check.seconds:.1f}s){more}")
+                return check
+
+            results += list(pool.map(one, buildable))
+    bad = [r for r in results if not r.ok]
+    say(f"task set {'ok' if not bad else 'has problems'}: {len(results) - len(bad)} of {len(results)} task(s) ok "
+        f"in {time.monotonic() - t0:.0f}s" + (f"; with problems: {', '.join(r.task for r in bad)}" if bad else ""))
+    return not bad

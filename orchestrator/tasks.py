@@ -18,7 +18,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .errors import Problem, RepoError, ValidationFailed
+from .environments import EnvironmentSettings, Runtime, check_settings, parse_test_command, resolve_runtime
+from .errors import ConfigError, Problem, RepoError, ValidationFailed
+from .images import Recipe, load_recipe, recipe_chain
 from .hashing import sha256_file
 from .manifest import LoadedManifest, Model, parse_model
 from .settings import load_settings
@@ -71,7 +73,17 @@ class TaskConfig(Model):
     repo: RepoConfig
     """The repository the agent starts from."""
     image: str = Field(min_length=1)
-    """An image defined under images/, resolved to its image ID in the lock."""
+    """The environment's recipe: a name under the task set's images/, or a folder of this task's own
+    (``./environment``); resolved to its image ID in the lock."""
+    env: dict[str, str] = {}
+    """Environment variables, set identically in the agent's sandbox and in the grader."""
+    python_path: list[str] = []
+    """Entries put in front of Python's path (relative to the workspace), in the sandbox and the grader."""
+    install: str | None = None
+    """A shell command run in the workspace on the trusted initial commit before the agent starts, and again in
+    the grader (e.g. ``pip install --user --no-deps --no-build-isolation --no-index -e .``)."""
+    pytest_plugins: list[str] = []
+    """pytest plugins the tests need, by module name; loaded explicitly (never by entry point)."""
     difficulty: Literal["easy", "medium", "hard"]
     """Reports break results down by it."""
     split: Literal["public", "held_out"] = "public"
@@ -98,7 +110,8 @@ class GraderConfig(Model):
     pass_to_pass: list[str] = []
     """Regressions: must keep passing."""
     command: str = "python3 -m pytest"
-    """Test command; trialbox adds node ids, junit output and its own safeguards."""
+    """Test command: ``[VAR=value …] python3 -m pytest [options]`` or ``pytest [options]``; trialbox adds the
+    repository's trusted configuration, node ids, result files and its safeguards. Anything else is refused."""
     solution: Path | None = Path("solution.patch")
     """What the oracle agent applies."""
     rubric: Path | None = None
@@ -119,6 +132,15 @@ class Task(BaseModel):
     folder: Path
     grader: GraderConfig
     grader_folder: Path
+    recipe: Recipe
+    """The environment's recipe (its chain resolves to the image the task runs in)."""
+    runtime: Runtime
+    """Variables, Python path, install step, plugins and test command, for the sandbox and the grader."""
+
+    @property
+    def image_key(self) -> str:
+        """The key of the task's image in the lock's ``images`` section."""
+        return self.recipe.key
 
     @property
     def id(self) -> str:
@@ -185,16 +207,17 @@ def git_env() -> dict[str, str]:
     return env
 
 
-def check_task(task: Task, images_dir: Path) -> list[Problem]:
+def check_task(c: TaskConfig, g: GraderConfig, folder: Path, grader_folder: Path) -> list[Problem]:
     """Problems in one task and its grader beyond the field types."""
-    tf, gf = str(task.folder / "task.yaml"), str(task.grader_folder / "grader.yaml")
-    c, g = task.config, task.grader
+    tf, gf = str(folder / "task.yaml"), str(grader_folder / "grader.yaml")
     out: list[Problem] = []
-    if c.id != task.folder.name:
-        out.append(Problem(tf, "id", f"expected the folder name {task.folder.name!r}, got {c.id!r}"))
-    if not (task.folder / c.instruction).is_file():
-        out.append(Problem(tf, "instruction", f"file not found: {task.folder / c.instruction}"))
-    src = task.repo_source()
+    if c.id != folder.name:
+        out.append(Problem(tf, "id", f"expected the folder name {folder.name!r}, got {c.id!r}"))
+    if not (folder / c.instruction).is_file():
+        out.append(Problem(tf, "instruction", f"file not found: {folder / c.instruction}"))
+    r = c.repo
+    src = Path(r.dir if r.dir is not None else r.git)  # type: ignore[arg-type]
+    src = src if src.is_absolute() else folder / src
     if c.repo.dir is not None and not src.is_dir():
         out.append(Problem(tf, "repo.dir", f"folder not found: {src}"))
     if c.repo.git is not None:
@@ -202,9 +225,6 @@ def check_task(task: Task, images_dir: Path) -> list[Problem]:
             out.append(Problem(tf, "repo.git", f"repository not found: {src}"))
         elif not _git_commit_exists(src, c.repo.commit or ""):
             out.append(Problem(tf, "repo.commit", f"commit {c.repo.commit} not found in {src}"))
-    if not (images_dir / c.image).is_dir():
-        known = sorted(p.name for p in images_dir.iterdir() if p.is_dir()) if images_dir.is_dir() else []
-        out.append(Problem(tf, "image", f"expected an image defined under {images_dir} {known}, got {c.image!r}"))
     for i, rx in enumerate(c.constraints.forbidden_commands):
         try:
             re.compile(rx)
@@ -215,11 +235,53 @@ def check_task(task: Task, images_dir: Path) -> list[Problem]:
             out.append(Problem(tf, f"constraints.order[{i}]", f"expected a pair [a, b], got {pair!r}"))
     if not g.fail_to_pass and not c.abstain_expected:
         out.append(Problem(gf, "fail_to_pass", "expected at least one test id (only tasks with abstain_expected may have none)"))
+    for fld, message in check_settings(c.env, c.python_path, c.pytest_plugins):
+        out.append(Problem(tf, fld, message))
     for field in ("tests", "test_patch", "solution", "rubric"):
         p = getattr(g, field)
-        if p is not None and not task.grader_path(p).exists():
-            out.append(Problem(gf, field, f"not found: {task.grader_path(p)}"))
+        if p is not None and not (grader_folder / p).exists():
+            out.append(Problem(gf, field, f"not found: {grader_folder / p}"))
     return out
+
+
+def recipe_of(config: TaskConfig, folder: Path, images_dir: Path) -> Recipe:
+    """The task's recipe: ``images_dir/<name>``, or a folder of the task's own when ``image`` is a path."""
+    ref = config.image
+    if "/" in ref:
+        path = (folder / ref).resolve()
+        if not path.is_relative_to(folder.resolve()):
+            raise ConfigError(f"expected a folder inside the task folder, got {ref!r}")
+        return load_recipe(f"{config.id}:{ref.strip('/')}", path)
+    if not (images_dir / ref).is_dir():
+        known = sorted(p.name for p in images_dir.iterdir() if p.is_dir()) if images_dir.is_dir() else []
+        raise ConfigError(f"expected an image defined under {images_dir} {known} or a folder of the task's own "
+                          f"(./environment), got {ref!r}")
+    return load_recipe(ref, images_dir / ref)
+
+
+def _environment(config: TaskConfig, grader: GraderConfig, folder: Path, images_dir: Path, tf: str, gf: str
+                 ) -> tuple[Recipe | None, Runtime | None, list[Problem]]:
+    problems: list[Problem] = []
+    recipe = runtime = None
+    try:
+        recipe = recipe_of(config, folder, images_dir)
+        chain = recipe_chain(images_dir, recipe)
+    except ValidationFailed as exc:
+        return None, None, list(exc.problems)
+    except ConfigError as exc:
+        return None, None, [Problem(tf, "image", exc.message)]
+    for r in chain:
+        ef = str(r.folder / "environment.yaml")
+        problems += [Problem(ef, f, m) for f, m in check_settings(r.settings.env, r.settings.python_path,
+                                                                  r.settings.pytest_plugins)]
+    command, why = parse_test_command(grader.command)
+    if command is None:
+        problems.append(Problem(gf, "command", why or ""))
+    else:
+        own = EnvironmentSettings(env=config.env, python_path=config.python_path, install=config.install,
+                                  pytest_plugins=config.pytest_plugins)
+        runtime = resolve_runtime([r.settings for r in chain] + [own], command)
+    return recipe, runtime, problems
 
 
 def load_task(folder: Path, graders_dir: Path, images_dir: Path) -> tuple[Task | None, list[Problem]]:
@@ -234,9 +296,13 @@ def load_task(folder: Path, graders_dir: Path, images_dir: Path) -> tuple[Task |
         problems += gproblems
     if config is None or grader is None:
         return None, problems
-    task = Task(config=config, folder=folder.absolute(), grader=grader, grader_folder=gfolder.absolute())
-    problems += check_task(task, images_dir)
-    return (task if not problems else None), problems
+    recipe, runtime, env_problems = _environment(config, grader, folder.absolute(), images_dir,
+                                                 str(folder / "task.yaml"), str(gfolder / "grader.yaml"))
+    problems += env_problems + check_task(config, grader, folder.absolute(), gfolder.absolute())
+    if recipe is None or runtime is None or problems:
+        return None, problems
+    return Task(config=config, folder=folder.absolute(), grader=grader, grader_folder=gfolder.absolute(),
+                recipe=recipe, runtime=runtime), problems
 
 
 def select_folders(tasks_dir: Path, patterns: list[str]) -> list[Path]:

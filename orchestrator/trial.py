@@ -22,7 +22,7 @@ import docker
 
 from .agents import BudgetLimits, make_agent
 from .agents.session import agent_session
-from .errors import SandboxError
+from .errors import InstallFailed, SandboxError
 from .events import read_events
 from .grading.export import ExportLimits, export_workspace, tree_from_tar
 from .grading.grade import grade_trial
@@ -162,6 +162,7 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
                            spec.trial_id, canaries) as session:
             final = export_workspace(session.sandbox, limits=ExportLimits(max_bytes=spec.environment.disk_limit_mb << 20))
             anchor, agent_result = session.anchor, session.result
+            result["setup_outputs"] = list(session.setup_outputs)
             result["sandbox"] = {"host_config": session.sandbox.info.host_config if session.sandbox.info else None}
             conditions.update(session.usage)
         if cancel is not None and cancel.is_set():
@@ -170,7 +171,8 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
         events = read_events(folder / "events.jsonl")
         graded = grade_trial(client, spec.image_id, spec.task, original, final, events, agent_result, canaries.values,
                              spec.environment.network_policy, spec.candidate.agent, grader_limits, f"tb-{spec.run_id[:12]}-g",
-                             judge, spec.trial_id, {"org.trialbox.run": spec.run_id, "org.trialbox.trial": spec.trial_id})
+                             judge, spec.trial_id, {"org.trialbox.run": spec.run_id, "org.trialbox.trial": spec.trial_id},
+                             setup_outputs=session.setup_outputs)
         verdict = graded.verdict
         result["grader_sha256"] = tree_sha256(spec.task.grader_folder)
         (folder / "diff.patch").write_text(graded.diff.text)
@@ -186,7 +188,7 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
         if cancel is not None and cancel.is_set():  # the interrupt removed the sandbox: not an infrastructure error
             raise Cancelled(spec.trial_id) from exc
         log.warning("trial infrastructure error", trial=spec.trial_id, error=str(exc))
-        verdict = infra_verdict("sandbox", str(exc))
+        verdict = infra_verdict("install" if isinstance(exc, InstallFailed) else "sandbox", str(exc))
         events = read_events(folder / "events.jsonl") if (folder / "events.jsonl").exists() else []
         spent = sum(e.get("cost_usd") or 0.0 for e in events if e.get("kind") == "model_call")
         result.update(stop_reason=None, cost_usd=round(spent, 8), events_anchor=None)  # what was spent stays spent

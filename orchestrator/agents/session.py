@@ -13,13 +13,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import posixpath
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import docker
 import structlog
 
+from ..errors import InstallFailed
 from ..events import EventLog
+from ..install import run_install
 from ..grading.secrets import Canaries
 from ..repos import materialize
 from ..sandbox.base import SandboxSpec
@@ -38,6 +41,8 @@ class Session:
     events: EventLog
     anchor: str = ""
     usage: dict = dataclasses.field(default_factory=dict)
+    setup_outputs: tuple[str, ...] = ()
+    """Workspace paths the task's install step created before the agent started (trialbox's, not the agent's)."""
 
 
 @contextlib.contextmanager
@@ -59,18 +64,33 @@ def _plant(sandbox: DockerSandbox, canaries: Canaries) -> None:
         sandbox.write_file(path, content.encode(), mode=0o600)
 
 
+def _install(sandbox: DockerSandbox, task: Task, repo_tar: Path) -> tuple[str, ...]:
+    """Run the task's install step on the untouched repository; ``InstallFailed`` when it fails (the task's
+    problem: the agent has not started)."""
+    if task.runtime.install is None:
+        return ()
+    with tarfile.open(repo_tar) as tf:
+        paths = [m.name.removeprefix("./") for m in tf.getmembers() if not m.isdir()]
+    result = run_install(sandbox, task.runtime.install, paths)
+    if not result.ok:
+        raise InstallFailed(f"the install step of task {task.id} failed on the untouched repository "
+                            f"(exit {result.exit_code}): {result.log_tail[-1500:]}")
+    return result.outputs
+
+
 @contextlib.contextmanager
 def _session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.DockerClient, events_path: Path,
              limits: BudgetLimits, trial_id: str, canaries: Canaries | None) -> Iterator[Session]:
     mounts = agent.prepare() if hasattr(agent, "prepare") else []
     repo = materialize(task, load_settings().repos_dir)
-    env = {**spec.env, **(canaries.env() if canaries else {})}
+    env = {**spec.env, **task.runtime.sandbox_env(), **(canaries.env() if canaries else {})}
     spec = dataclasses.replace(spec, mounts=tuple(spec.mounts) + tuple(mounts), workspace_seed=str(repo.tar_path),
                                env=env)
     sandbox = DockerSandbox(spec, client)
     events = EventLog(events_path, trial_id)
     try:
         sandbox.start()
+        outputs = _install(sandbox, task, repo.tar_path)
         if canaries is not None:
             _plant(sandbox, canaries)
         budget = Budget(limits)  # the clock starts once the sandbox is ready
@@ -81,7 +101,7 @@ def _session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.DockerC
         result = run_agent(agent, ctx)
         usage = sandbox.usage() if sandbox.is_running() else {}
         sandbox.stop()
-        session = Session(result, sandbox, events, usage=usage)
+        session = Session(result, sandbox, events, usage=usage, setup_outputs=outputs)
         session.anchor = events.close()
         yield session
     finally:

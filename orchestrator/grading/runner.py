@@ -29,7 +29,6 @@ import dataclasses
 import hashlib
 import json
 import posixpath
-import re
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -42,12 +41,15 @@ from ..errors import OutputLost, SandboxBroken, SandboxError
 from ..sandbox.base import SandboxSpec
 from ..sandbox.docker import DockerSandbox
 from ..tasks import Task
+from ..install import InstallResult, restore_outputs, run_install, stash_outputs_and_clear
 from .diff import is_artifact
 from .export import Tree
+from .trusted import config_copy, trusted_tests
 
 TOOLS = Path(__file__).with_name("grader_tools")
 TOOLS_MOUNT = "/opt/trialbox-grader"
 OUT = "/tmp/grader-out"
+CONFIG = "/tmp/trialbox-grader.json"
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,12 @@ class TestRun:
     restored: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     results_found: bool = False
+    exit_codes: list[int] = field(default_factory=list)
+    """pytest's exit code per test-file group (2–4: the run never executed its tests: usage or internal error)."""
+    setup_failed: bool = False
+    """The install step failed: no test ran."""
+    tripwires: list[str] = field(default_factory=list)
+    """The tripwire test ids run with the requested ones."""
 
 
 def test_files(node_ids: list[str]) -> list[str]:
@@ -106,6 +114,12 @@ class Composition:
     trusted: dict[str, bytes]
     tripwires: list[str]
     nonce: str
+    config: str = ""
+    """The workspace path of the trusted pytest configuration copy handed to pytest (``-c``)."""
+    config_source: str | None = None
+    """The repository file it was copied from (None: the repository has none)."""
+    original: Tree | None = None
+    """The trusted initial commit, on which the install step runs before the final files go in."""
 
 
 def _ancestors(path: str) -> list[str]:
@@ -119,29 +133,20 @@ def _drop(tree: Tree, path: str) -> None:
     tree.executable.discard(path)
 
 
-def _held_out(task: Task) -> dict[str, bytes]:
-    held: dict[str, bytes] = {}
-    g = task.grader
-    if g.tests is not None:
-        base = task.grader_path(g.tests)
-        for p in sorted(base.rglob("*")) if base.is_dir() else []:
-            if p.is_file() and "__pycache__" not in p.parts:
-                held[posixpath.join(str(g.tests).rstrip("/"), p.relative_to(base).as_posix())] = p.read_bytes()
-    return held
-
-
 def _trusted(final: Tree, original: Tree, task: Task) -> tuple[dict[str, bytes], set[str], set[str]]:
-    """Files that must be exactly the trusted copies; test folders; paths that must not exist."""
+    """Files that must be exactly the trusted copies; test folders; paths that must not exist.
+
+    The trusted copies are the initial commit's files with the test patch applied on the host (post-patch
+    versions of what it adds or changes; what it deletes must be absent) and the held-out folder's files."""
     g = task.grader
-    held = _held_out(task)
-    names = set(test_files(g.fail_to_pass + g.pass_to_pass))
-    if g.test_patch is not None:  # what the test patch touches starts from the trusted original
-        text = task.grader_path(g.test_patch).read_text(errors="replace")
-        names |= set(re.findall(r"^(?:\+\+\+ b/|--- a/)(\S+)", text, re.M))
-    test_dirs = {posixpath.dirname(p) for p in names | set(held)} - {""}
+    tests = trusted_tests(task, original)
+    names = set(test_files(g.fail_to_pass + g.pass_to_pass)) | set(tests.files) | set(tests.deleted)
+    test_dirs = {posixpath.dirname(p) for p in names} - {""}
     trusted = {p: b for p, b in original.files.items()
                if any(p.startswith(d + "/") for d in test_dirs) or p in names or posixpath.basename(p) == "conftest.py"}
-    trusted.update(held)
+    trusted.update(tests.files)
+    for p in tests.deleted:
+        trusted.pop(p, None)
     absent = {p for p in [*final.files, *final.symlinks]
               if p not in trusted and (p in names or posixpath.basename(p) == "conftest.py"
                                        or any(p.startswith(d + "/") for d in test_dirs))}
@@ -173,13 +178,15 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
         removed.append(path)
     nonce = uuid.uuid4().hex + uuid.uuid4().hex[:8]
     wire_path, wire_body, tripwires = _tripwire(nonce)
-    trusted_all = {**trusted, wire_path: wire_body}
+    config_path, config_body, config_source = config_copy(original, test_files(task.grader.fail_to_pass
+                                                                               + task.grader.pass_to_pass), nonce)
+    trusted_all = {**trusted, wire_path: wire_body, config_path: config_body}
     for path, data in sorted(trusted_all.items()):
         for ancestor in _ancestors(path):  # a file or link where a folder must be would displace trusted files
             if ancestor in tree.files or ancestor in tree.symlinks:
                 _drop(tree, ancestor)
                 removed.append(ancestor)
-        if path != wire_path and (tree.files.get(path) != data or path in tree.symlinks):
+        if path not in (wire_path, config_path) and (tree.files.get(path) != data or path in tree.symlinks):
             restored.append(path)
         tree.symlinks.pop(path, None)
         tree.files[path] = data
@@ -194,7 +201,8 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
     for path in list(tree.files):  # every parent folder exists
         for parent in _ancestors(path):
             tree.dirs.add(parent)
-    return Composition(tree, sorted(set(restored)), sorted(set(removed)), trusted_all, tripwires, nonce)
+    return Composition(tree, sorted(set(restored)), sorted(set(removed)), trusted_all, tripwires, nonce,
+                       config_path, config_source, original)
 
 
 def _parse_junit(data: bytes, messages: dict[str, str] | None = None) -> dict[str, str]:
@@ -252,29 +260,44 @@ def run_tests(client: docker.DockerClient, image_id: str, comp: Composition, tas
                        cpu_reservation=limits.cpu_reservation, memory_limit_mb=limits.memory_limit_mb,
                        memory_reservation_mb=limits.memory_reservation_mb, pids_limit=limits.pids_limit,
                        disk_limit_mb=limits.disk_limit_mb, network="none", mounts=((str(TOOLS), TOOLS_MOUNT),),
-                       labels={**(labels or {}), "org.trialbox.role": "grader"})
+                       env=task.runtime.sandbox_env(), labels={**(labels or {}), "org.trialbox.role": "grader"})
     sandbox = DockerSandbox(spec, client)
     try:
         try:
             sandbox.start()
-            sandbox.copy_in(comp.tree.to_tar(), "/workspace")
             setup = sandbox.exec(["mkdir", "-p", OUT], timeout=30)
             if setup.exit_code != 0:
                 raise GraderInfraError("grader_setup", setup.stderr.decode(errors="replace"))
-            if task.grader.test_patch is not None:
-                sandbox.write_file("/tmp/trialbox-test.patch", task.grader_path(task.grader.test_patch).read_bytes())
-                applied = sandbox.exec(["patch", "-p1", "--batch", "--forward", "-d", "/workspace", "-i",
-                                        "/tmp/trialbox-test.patch"], timeout=60)
-                if applied.exit_code != 0:
-                    raise GraderInfraError("test_patch", applied.text()[-2000:])
+            install = _install(sandbox, comp, task)
+            sandbox.copy_in(comp.tree.to_tar(), "/workspace")
+            if install is not None and not restore_outputs(sandbox):
+                raise GraderInfraError("grader_setup", "the install step's outputs could not be put back")
+            sandbox.write_file(CONFIG, json.dumps({**task.runtime.grader_config(),
+                                                   "config": f"/workspace/{comp.config}"}).encode())
         except (SandboxError, OSError) as exc:
             raise GraderInfraError("grader_start", str(exc)) from exc
+        if install is not None and not install.ok:
+            run = TestRun(log_tail=f"the install step failed (exit {install.exit_code}"
+                                   f"{', timed out' if install.timed_out else ''}):\n{install.log_tail}")
+            run.setup_failed = True
+            return run
         problems = _verify_trusted(sandbox, comp)
-        run = _execute(sandbox, nodes, comp, limits)
+        run = _execute(sandbox, nodes, comp, limits, task)
         run.integrity[:0] = problems
         return run
     finally:
         sandbox.remove()
+
+
+def _install(sandbox: DockerSandbox, comp: Composition, task: Task) -> InstallResult | None:
+    """Run the install step on the trusted initial commit, keep its outputs aside and empty the workspace."""
+    if task.runtime.install is None or comp.original is None:
+        return None
+    sandbox.copy_in(comp.original.to_tar(), "/workspace")
+    result = run_install(sandbox, task.runtime.install, sorted([*comp.original.files, *comp.original.symlinks]))
+    if result.ok and not stash_outputs_and_clear(sandbox):
+        raise GraderInfraError("grader_setup", "the install step's outputs could not be set aside")
+    return result
 
 
 def _verify_trusted(sandbox: DockerSandbox, comp: Composition) -> list[str]:
@@ -314,13 +337,13 @@ def _read_result(sandbox: DockerSandbox, path: str) -> bytes:
         raise GraderInfraError("grader_output", exc.message) from exc
 
 
-def _execute(sandbox: DockerSandbox, nodes: list[str], comp: Composition, limits: GraderLimits) -> TestRun:
-    run = TestRun()
+def _execute(sandbox: DockerSandbox, nodes: list[str], comp: Composition, limits: GraderLimits, task: Task) -> TestRun:
+    run = TestRun(tripwires=list(comp.tripwires))
     env = {"TRIALBOX_TEST_TIMEOUT": str(int(limits.test_timeout_s)), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-           "PATH": "/usr/local/bin:/usr/bin:/bin"}
+           "TRIALBOX_GRADER_CONFIG": CONFIG}
     try:
-        res = sandbox.exec(["python3", "-s", "-E", "-B", f"{TOOLS_MOUNT}/run_tests.py", OUT, *nodes, *comp.tripwires],
-                           timeout=limits.timeout_s, env=env)
+        res = sandbox.exec([task.runtime.command.interpreter, "-s", "-E", "-B", f"{TOOLS_MOUNT}/run_tests.py", OUT,
+                            *nodes, *comp.tripwires], timeout=limits.timeout_s, env=env)
     except SandboxBroken as exc:
         run.oom = exc.reason == "oom"
         run.log_tail = f"grader sandbox broke: {exc.message}"
@@ -332,6 +355,7 @@ def _execute(sandbox: DockerSandbox, nodes: list[str], comp: Composition, limits
         raw_outcomes = results.get("outcomes", {})
         run.outcomes = select(raw_outcomes, nodes)
         run.collect_errors = results.get("collect_errors", [])[:20]
+        run.exit_codes = [int(c) for c in results.get("exit_codes", []) if isinstance(c, int)]
         run.results_found = True
     except (SandboxError, ValueError, AttributeError) as exc:
         run.integrity.append(f"no plugin results: {exc}")

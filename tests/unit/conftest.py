@@ -39,6 +39,7 @@ class Project:
 def project(tmp_path: Path) -> Project:
     p = Project(tmp_path)
     p.set_manifest(MANIFEST)
+    p.write("images/base/recipe.yaml", "suite: bookworm\n")
     p.write("images/python/Dockerfile", "ARG BASE\nFROM ${BASE}\n")
     p.write("tasks/t1/task.yaml", TASK)
     p.write("tasks/t1/instruction.md", "Do the thing.\n")
