@@ -313,8 +313,11 @@ def cmd_import_swebench(args: argparse.Namespace) -> int:
 
     tasks_out = Path(args.out)
     graders_out = Path(args.graders) if args.graders else tasks_out.parent / "graders"
-    ids = import_swebench(Path(args.file), Path(args.repos), Path(args.specs), tasks_out, graders_out)
-    print(f"imported {len(ids)} instance(s) into {tasks_out} and {graders_out}: {', '.join(ids)}")
+    result = import_swebench(Path(args.file), Path(args.repos), Path(args.specs), tasks_out, graders_out)
+    for tid, fields in result.unmapped.items():
+        print(f"{tid}: not mapped (no trialbox meaning): {', '.join(fields)}")
+    print(f"imported {len(result.written)} instance(s) into {tasks_out} and {graders_out}: {', '.join(result.written)}")
+    print("next: `trialbox images build --manifest M` and `trialbox tasks check M` with a manifest selecting them")
     return 0
 
 
@@ -398,9 +401,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_tasks_check)
 
     t = tsub.add_parser("import-swebench", help="SWE-bench instances to task and grader folders")
-    t.add_argument("file", help="instances, one JSON object a line")
+    t.add_argument("file", help="instances: a JSON array, or one JSON object a line (JSONL)")
     t.add_argument("--repos", required=True, help="folder of repositories by owner/name (or owner/name.bundle)")
-    t.add_argument("--specs", required=True, help="YAML: image, test_command, scope per repository")
+    t.add_argument("--specs", required=True, help="YAML per repository (and version): image, env, python_path, "
+                                                  "install, pytest_plugins, test_command, scope, difficulty")
     t.add_argument("--out", required=True, help="folder for the task folders")
     t.add_argument("--graders", help="folder for the grader folders (default: beside --out, named graders)")
     t.set_defaults(func=cmd_import_swebench)

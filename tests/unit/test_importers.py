@@ -13,7 +13,8 @@ from orchestrator.importers import import_swebench
 
 def test_samples_become_valid_folders(repo_root, tmp_path):
     sw = repo_root / "examples/swebench"
-    ids = import_swebench(sw / "instances.jsonl", sw / "repos", sw / "specs.yaml", tmp_path / "tasks", tmp_path / "graders")
+    result = import_swebench(sw / "instances.jsonl", sw / "repos", sw / "specs.yaml", tmp_path / "tasks", tmp_path / "graders")
+    ids = result.written
     assert ids == ["trialbox-samples__ledger-1", "trialbox-samples__ledger-2"]
     task = yaml.safe_load((tmp_path / "tasks" / ids[0] / "task.yaml").read_text())
     grader = yaml.safe_load((tmp_path / "graders" / ids[0] / "grader.yaml").read_text())

@@ -44,16 +44,18 @@ def groups(nodes):
 
 
 def load_plugins(names):
-    """Import every plugin while only the image's folders are on the path; exit 4 naming one that is missing."""
+    """Import every plugin while only the image's folders are on the path; exit 4 naming one that is missing.
+
+    They are handed to pytest as module objects (``pytest.main(plugins=…)``), not as ``-p`` names: pytest
+    would warn that an imported module cannot be rewritten, an error under ``filterwarnings = error``."""
     loaded = []
     for name in names:
         try:
-            importlib.import_module(name)
+            loaded.append(importlib.import_module(name))
         except Exception as exc:  # noqa: BLE001 - reported as the run's usage error
             print(f"ERROR: the declared pytest plugin {name!r} cannot be imported in this environment: "
                   f"{type(exc).__name__}: {exc}", file=sys.stderr)
             sys.exit(4)
-        loaded += ["-p", name]
     return loaded
 
 
@@ -62,11 +64,13 @@ def main() -> int:
     with open(os.environ["TRIALBOX_GRADER_CONFIG"]) as fh:
         cfg = json.load(fh)
     timeout = os.environ.get("TRIALBOX_TEST_TIMEOUT", "60")
-    plugins = load_plugins(cfg.get("plugins", []))
+    plugins = [trialbox_grader_plugin, *load_plugins(cfg.get("plugins", []))]
+    options = []
     try:
-        import pytest_timeout  # noqa: F401
+        import pytest_timeout
 
-        plugins += ["-p", "pytest_timeout", f"--timeout={timeout}"]
+        plugins.append(pytest_timeout)
+        options.append(f"--timeout={timeout}")
     except ImportError:  # the whole run's timeout still holds
         print("note: pytest-timeout is not in this environment: no per-test timeout", file=sys.stderr)
     if cfg.get("user_site"):
@@ -74,10 +78,10 @@ def main() -> int:
     sys.path[0:0] = cfg.get("python_path", [])
     codes = []
     for i, group in enumerate(groups(nodes)):
-        args = ["-c", cfg["config"], "--rootdir", "/workspace", "-p", "trialbox_grader_plugin", *plugins,
-                "-p", "no:cacheprovider", "--continue-on-collection-errors",
-                f"--junitxml={os.path.join(out, f'junit-{i}.xml')}", "-q", "-rA", *cfg.get("args", []), *group]
-        codes.append(int(pytest.main(args)))
+        args = ["-c", cfg["config"], "--rootdir", "/workspace", *options, "-p", "no:cacheprovider",
+                "--continue-on-collection-errors", f"--junitxml={os.path.join(out, f'junit-{i}.xml')}", "-q", "-rA",
+                *cfg.get("args", []), *group]
+        codes.append(int(pytest.main(args, plugins=plugins)))
     trialbox_grader_plugin.write(out, codes)
     if all(c == 0 for c in codes):
         return 0
