@@ -316,6 +316,9 @@ def cmd_import_swebench(args: argparse.Namespace) -> int:
     result = import_swebench(Path(args.file), Path(args.repos), Path(args.specs), tasks_out, graders_out)
     for tid, fields in result.unmapped.items():
         print(f"{tid}: not mapped (no trialbox meaning): {', '.join(fields)}")
+    for tid, paths in result.outside_scope.items():
+        print(f"{tid}: warning: its own fix changes files outside the scope, so its oracle would be rejected on "
+              f"scope: {', '.join(paths)} (widen `scope` in the specs file)")
     print(f"imported {len(result.written)} instance(s) into {tasks_out} and {graders_out}: {', '.join(result.written)}")
     print("next: `trialbox images build --manifest M` and `trialbox tasks check M` with a manifest selecting them")
     return 0

@@ -88,6 +88,8 @@ class EnvironmentSettings(Model):
 class TestCommand:
     """The grader ``command``, parsed."""
 
+    __test__ = False
+
     interpreter: str = "python3"
     """The Python that runs pytest (``python3``, ``python3.12``, ``/opt/venv/bin/python``…)."""
     module: bool = True

@@ -75,7 +75,9 @@ class DriftError(LockError):
     def __init__(self, drifted: list[str]) -> None:
         self.drifted = list(drifted)
         lines = "\n".join(f"  {d}" for d in self.drifted)
-        super().__init__(f"{len(self.drifted)} identifier(s) drifted from the lock:\n{lines}")
+        super().__init__(f"{len(self.drifted)} identifier(s) drifted from the lock:\n{lines}\n"
+                         "(when the change is intended, `trialbox lock MANIFEST` writes a new lock; a run folder "
+                         "keeps the lock it started with)")
 
 
 class ClusterError(TrialboxError):

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -46,6 +47,7 @@ from pydantic import ValidationError
 
 from .environments import check_settings, parse_test_command
 from .errors import Problem, ValidationFailed
+from .grading.criteria import glob_regex
 from .manifest import Model, pydantic_problems
 from .store import slug
 
@@ -95,6 +97,14 @@ class ImportResult:
 
     written: list[str] = field(default_factory=list)
     unmapped: dict[str, list[str]] = field(default_factory=dict)
+    outside_scope: dict[str, list[str]] = field(default_factory=dict)
+    """Files the instance's own fix changes outside the scope: its oracle would be rejected on scope."""
+
+
+def patch_paths(patch: str) -> list[str]:
+    """The files a unified diff changes."""
+    paths = re.findall(r"^\+\+\+ b/(\S+)", patch, re.M) + re.findall(r"^--- a/(\S+)\n\+\+\+ /dev/null", patch, re.M)
+    return sorted(set(paths))
 
 
 def _list(value: Any) -> list[str]:
@@ -198,6 +208,10 @@ def import_swebench(instances_path: Path, repos: Path, specs_path: Path, tasks_o
         extra = sorted(k for k in inst if k not in MAPPED)
         if extra:
             result.unmapped[tid] = extra
+        scope = specs[inst["repo"]].for_version(inst.get("version")).get("scope") or ["**"]
+        outside = [p for p in patch_paths(inst["patch"]) if not any(glob_regex(g).match(p) for g in scope)]
+        if outside:
+            result.outside_scope[tid] = outside
     return result
 
 

@@ -158,10 +158,11 @@ def root_cause(run: TestRun) -> str | None:
         tail = [line for line in err.get("error", "").splitlines() if line.strip()]
         if tail:
             return f"{err.get('node')}: {tail[-1].strip()}"
-    usage = USAGE.findall(run.log_tail)
+    log = "\n".join(line for line in run.log_tail.splitlines() if "tripwire" not in line)  # trialbox's own test
+    usage = USAGE.findall(log)
     if usage:
         return usage[0].strip()
-    found = E_LINE.findall(run.log_tail)
+    found = E_LINE.findall(log)
     return found[0].strip() if found else None
 
 
@@ -311,8 +312,9 @@ def _agents(task: Task, loaded: LoadedManifest, client, image_id: str, replicate
     for tid, (v, log_file) in verdicts.items():
         if "/oracle/" in tid and not v["accepted"]:
             failing = [c for c in v["criteria"] if c["critical"] and not c["passed"]]
-            detail = _criterion_detail(failing[0]) if failing else ""
-            cause = _log_cause(log_file)
+            detail = "; ".join(_criterion_detail(c) for c in failing[:3])
+            tested = any(c["name"] in ("fail_to_pass", "pass_to_pass", "grader_integrity") for c in failing)
+            cause = _log_cause(log_file) if tested else None
             problems.append(f"the oracle was not accepted ({tid}: {v['outcome']} {v['reasons']})"
                             + (f": {cause}" if cause else "") + (f"; {detail}" if detail else ""))
         if "/nop/" in tid and v["accepted"]:

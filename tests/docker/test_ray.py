@@ -111,7 +111,7 @@ def test_a_node_that_does_not_match_refuses_the_run_naming_it(cluster, tmp_path,
     cluster.add_node(NodeSpec("n3", cpus=1, env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"}))
     try:
         manifest = sleepy_manifest(tmp_path / "m", repo_root, 1, trials=1)
-        res = driver(cluster, "run", str(manifest), "--backend", "ray", "--out", str(tmp_path / "run"), cwd=repo_root)
+        res = driver(cluster, "run", str(manifest), "--unchecked", "--backend", "ray", "--out", str(tmp_path / "run"), cwd=repo_root)
         assert res.returncode != 0, res.stdout
         assert "Traceback" not in res.stderr
         assert "node n3" in res.stderr and "no Docker engine answers" in res.stderr, res.stderr
@@ -137,7 +137,7 @@ def test_node_problems_names_a_missing_image_and_another_trialbox(client):
 def test_same_verdicts_as_local_and_blocks_stay_on_one_node(cluster, tmp_path, repo_root, project, client):
     """The offline demo (every kind of agent, the model over HTTP) on Ray, reproduced on the local backend."""
     run = tmp_path / "ray-demo"
-    res = driver(cluster, "run", str(project / "examples/offline-demo.yaml"), "--backend", "ray",
+    res = driver(cluster, "run", str(project / "examples/offline-demo.yaml"), "--unchecked", "--backend", "ray",
                  "--scripted-model", str(project / "examples/scripted-model.yaml"), "--out", str(run), cwd=repo_root)
     assert res.returncode == 0, res.stdout + res.stderr
     got = rows(run)
@@ -161,7 +161,7 @@ def test_same_verdicts_as_local_and_blocks_stay_on_one_node(cluster, tmp_path, r
     assert report["nodes"]["split_blocks"] == [] and report["nodes"]["uneven_candidates"] == []
     # the same experiment on the local backend: every verdict the same
     local = tmp_path / "local-demo"
-    rep = subprocess.run([sys.executable, "-m", "orchestrator.cli", "reproduce", str(run), "--backend", "local",
+    rep = subprocess.run([sys.executable, "-m", "orchestrator.cli", "reproduce", str(run), "--unchecked", "--backend", "local",
                           "--scripted-model", str(project / "examples/scripted-model.yaml"), "--out", str(local)],
                          capture_output=True, text=True, env=ENV, cwd=repo_root, timeout=600)
     assert rep.returncode == 0, rep.stdout + rep.stderr
@@ -177,7 +177,7 @@ def test_ctrl_c_on_the_driver_cancels_and_leaves_no_container_on_any_node(cluste
     # another live run whose folder has the same name: its container must survive this run's clean-up
     bystander = client.containers.run(python_image, ["sleep", "300"], detach=True, network_mode="none", labels={
         "org.trialbox.managed": "true", "org.trialbox.run": run.name, OWNER: owner_label()})
-    proc = cluster.popen([sys.executable, "-m", "orchestrator.cli", "run", str(manifest), "--backend", "ray",
+    proc = cluster.popen([sys.executable, "-m", "orchestrator.cli", "run", str(manifest), "--unchecked", "--backend", "ray",
                           "--out", str(run)], env=ENV, cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     try:
@@ -202,7 +202,7 @@ def test_ctrl_c_on_the_driver_cancels_and_leaves_no_container_on_any_node(cluste
 def test_a_lost_node_and_a_lost_worker_are_retried_once_and_nothing_is_lost(cluster, tmp_path, repo_root, client):
     manifest = sleepy_manifest(tmp_path / "m", repo_root, 12)
     run = tmp_path / "faults"
-    proc = cluster.popen([sys.executable, "-m", "orchestrator.cli", "run", str(manifest), "--backend", "ray",
+    proc = cluster.popen([sys.executable, "-m", "orchestrator.cli", "run", str(manifest), "--unchecked", "--backend", "ray",
                           "--out", str(run)], env=ENV, cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     try:

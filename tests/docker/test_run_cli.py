@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 import os
 import shutil
 import signal
@@ -30,8 +31,19 @@ def cli(*args, cwd, check=None, timeout=600):
 @pytest.fixture(scope="module")
 def demo_run(project, repo_root):
     out = project / "runs" / "demo"
+    for task in ("ledger-negative-format", "textkit-slug-unicode"):  # content no earlier check has seen
+        with open(project / "tasks" / task / "task.yaml", "a") as fh:
+            fh.write(f"# {uuid.uuid4().hex}\n")
+    refused = cli("run", str(project / "examples/offline-demo.yaml"), "--scripted-model",
+                  str(project / "examples/scripted-model.yaml"), "--out", str(out), cwd=repo_root, check=1)
+    assert "never checked as they are now: ledger-negative-format, textkit-slug-unicode" in refused.stderr
+    assert "trialbox tasks check" in refused.stderr and "Traceback" not in refused.stderr and not out.exists()
+    checked = cli("tasks", "check", str(project / "examples/offline-demo.yaml"), cwd=repo_root, check=0)
+    assert "task set ok: 2 of 2 task(s) ok" in checked.stdout
     res = cli("run", str(project / "examples/offline-demo.yaml"), "--scripted-model",
               str(project / "examples/scripted-model.yaml"), "--out", str(out), cwd=repo_root, check=0)
+    assert json.loads((out / "lock.json").read_text())["task_checks"] == {"ledger-negative-format": "passed",
+                                                                         "textkit-slug-unicode": "passed"}
     return out, res
 
 
@@ -113,7 +125,7 @@ def test_regrade_uses_the_current_grader_without_rerunning_agents(demo_run, proj
 
 def test_tasks_check_passes_on_the_samples_and_catches_a_broken_task(project, repo_root):
     ok = cli("tasks", "check", str(project / "examples/smoke.yaml"), "--replicates", "1", cwd=repo_root, check=0)
-    assert ok.stdout.strip().endswith("task set ok")
+    assert "task set ok: 7 of 7 task(s) ok" in ok.stdout
     broken = project.parent / "broken"
     shutil.copytree(project, broken)
     for lock in (broken / "examples").glob("*.lock.json"):
@@ -127,7 +139,7 @@ def test_tasks_check_passes_on_the_samples_and_catches_a_broken_task(project, re
 
 def test_a_killed_run_loses_no_finished_trial(project, repo_root):
     out = project / "runs" / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(project / "examples/smoke.yaml"),
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(project / "examples/smoke.yaml"), "--unchecked",
                              "--out", str(out)], cwd=repo_root, env=ENV, stdout=subprocess.PIPE, text=True)
     finished = 0
     deadline = time.monotonic() + 120
@@ -139,7 +151,7 @@ def test_a_killed_run_loses_no_finished_trial(project, repo_root):
     assert finished == 3
     kept = outcomes(out)
     assert len(kept) >= 3 and all(v in ("accepted", "rejected") for v in kept.values())
-    resumed = cli("run", str(project / "examples/smoke.yaml"), "--out", str(out), cwd=repo_root, check=0)
+    resumed = cli("run", str(project / "examples/smoke.yaml"), "--unchecked", "--out", str(out), cwd=repo_root, check=0)
     assert f"28 trial(s), {len(kept)} already done" in resumed.stdout
     finished_now = outcomes(out)
     assert len(finished_now) == 28 and all(finished_now[t] == v for t, v in kept.items())  # nothing lost or redone
@@ -224,7 +236,7 @@ def test_run_cost_cap_stops_admitting_trials(project, repo_root):
     manifest.write_text(text.replace("  select: [\"textkit-slug-unicode\", \"ledger-negative-format\"]",
                                      "  select: [\"textkit-slug-unicode\"]"))
     out = project / "runs/capped"
-    res = cli("run", str(manifest), "--scripted-model", str(project / "examples/scripted-model.yaml"), "--out", str(out),
+    res = cli("run", str(manifest), "--unchecked", "--scripted-model", str(project / "examples/scripted-model.yaml"), "--out", str(out),
               cwd=repo_root, check=0)
     assert "worst-case cost: 8 trial(s) x $1.0 = $8.00; run cap: $0.01" in res.stdout
     assert "stopped admitting trials: the run cost reached its cap of $0.01" in res.stdout
@@ -254,7 +266,7 @@ tasks: {path: ../tasks, graders: ../graders, images: ../images, select: [ledger-
         {"content": [{"type": "tool_use", "name": "submit", "input": {"summary": "done"}}],
          "usage": {"input_tokens": 1000, "output_tokens": 10}}]}}))
     out = project / "runs/retry"
-    res = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(manifest), "--scripted-model", str(script),
+    res = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(manifest), "--unchecked", "--scripted-model", str(script),
                           "--out", str(out)], capture_output=True, text=True, cwd=repo_root,
                          env={**ENV, "ANTHROPIC_API_KEY": "retry-key"}, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
