@@ -59,7 +59,7 @@ from .grading.trusted import TestPatchError, trusted_tests
 from .hashing import combine, tree_sha256
 from .images import ImageRecord, build_recipe
 from .manifest import LoadedManifest, NopCandidate, OracleCandidate
-from .repos import materialize
+from .repos import materialize, source_identity
 from .sandbox.base import SandboxSpec
 from .sandbox.docker import DockerSandbox
 from .settings import load_settings
@@ -90,6 +90,7 @@ class TaskCheck:
 def check_key(task: Task, image_id: str) -> str:
     """What a check's verdict is valid for: the task, its grader, its image and the grader's own tools."""
     return combine({"task": tree_sha256(task.folder), "grader": tree_sha256(task.grader_folder), "image": image_id,
+                    "repo": source_identity(task),
                     "tools": tree_sha256(TOOLS), "trialbox": f"{__version__}/{CHECK_VERSION}",
                     "runtime": json.dumps(task.runtime.describe(), sort_keys=True)})
 
@@ -371,30 +372,28 @@ def build_environments(loaded: LoadedManifest, tasks: list[Task], client, say: C
     return built, failed
 
 
-def sharing(tasks: list[Task], lock: dict[str, Any]) -> list[str]:
+def sharing(tasks: list[Task], image_ids: dict[str, str]) -> list[str]:
     """Which tasks share which environment (one built image each)."""
     by_image: dict[str, list[str]] = {}
     for t in tasks:
-        by_image.setdefault(lock["images"][t.image_key]["image_id"], []).append(t.id)
+        by_image.setdefault(image_ids[t.image_key], []).append(t.id)
     return [f"environment {iid[:19]} ({', '.join(sorted({t.image_key for t in tasks if t.id in ids}))}): "
             f"{len(ids)} task(s): {', '.join(ids)}" for iid, ids in sorted(by_image.items())]
 
 
 def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, replicates: int = 2,
                 say: Callable[[str], None] = print) -> bool:
-    """Check every task (in parallel within admission control); print one line per task, its root cause first,
-    then a summary. Records each verdict for ``trialbox run``."""
-    from .job import ensure_lock
-
+    """Check every task as it is now (in parallel within admission control); print one line per task, its root
+    cause first, then a summary. Records each verdict for ``trialbox run``; reads and writes no lock."""
     t0 = time.monotonic()
-    _, build_failures = build_environments(loaded, tasks, client, say)
+    records, build_failures = build_environments(loaded, tasks, client, say)
+    image_ids = {key: r.image_id for key, r in records.items()}
     for tid, why in build_failures.items():
         say(f"{tid:32s} PROBLEM  {why}")
     buildable = [t for t in tasks if t.id not in build_failures]
     results: list[TaskCheck] = [TaskCheck(tid, [why]) for tid, why in build_failures.items()]
     if buildable:
-        lock = ensure_lock(loaded, buildable, client)
-        for line in sharing(buildable, lock):
+        for line in sharing(buildable, image_ids):
             say(line)
         env = loaded.manifest.environment
         admission = Admission.for_manifest(loaded.manifest)
@@ -404,7 +403,7 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                 ThreadPoolExecutor(max_workers=max(1, admission.slots), thread_name_prefix="taskcheck") as pool:
             def one(task: Task) -> TaskCheck:
                 start = time.monotonic()
-                image_id = lock["images"][task.image_key]["image_id"]
+                image_id = image_ids[task.image_key]
                 try:
                     problems = check_task(task, loaded, client, image_id, replicates, Path(tmp) / task.id)
                 except TrialboxError as exc:

@@ -124,7 +124,9 @@ def test_the_agent_sees_what_the_grader_sees(realistic):
              {"submit": {"summary": "looked"}}]
     verdict, tools = run_script(realistic, "samples__tabular-1", steps, "look-tabular")
     out = tools[0]["output"]
-    assert "style=github" in out and "2 failed" in out and "12 passed" in out, out
+    # the untouched repository (the held-out tests never enter the sandbox): every test passes only because the
+    # variable is set and the declared plugin's `mocker` fixture is there, as in the grader
+    assert "style=github" in out and "13 passed" in out and "error" not in out and "failed" not in out, out
     steps = [{"bash": {"command": "cd /tmp && python3 -c 'import versioned; print(versioned.__version__)'"}},
              {"submit": {"summary": "looked"}}]
     verdict, tools = run_script(realistic, "samples__versioned-1", steps, "look-versioned")
@@ -173,7 +175,7 @@ def break_task(root: Path, source: str, new: str, task_change=None, grader_chang
 
 def test_broken_tasks_are_task_set_errors_with_their_root_cause(realistic, tmp_path):
     root = tmp_path / "broken"
-    shutil.copytree(realistic, root, ignore=shutil.ignore_patterns("runs"))
+    shutil.copytree(realistic, root, ignore=shutil.ignore_patterns("runs", "*.lock.json"))
     for d in ("tasks", "graders"):
         shutil.rmtree(root / d)
         (root / d).mkdir()
@@ -208,7 +210,7 @@ def test_broken_tasks_are_task_set_errors_with_their_root_cause(realistic, tmp_p
 
 def test_a_command_trialbox_cannot_honour_is_refused(realistic, tmp_path):
     root = tmp_path / "cmd"
-    shutil.copytree(realistic, root, ignore=shutil.ignore_patterns("runs"))
+    shutil.copytree(realistic, root, ignore=shutil.ignore_patterns("runs", "*.lock.json"))
     grader = root / "graders/samples__inventory-1/grader.yaml"
     data = yaml.safe_load(grader.read_text())
     for command, expected in (("tox -e py311", "got 'tox'"), ("python3 -m pytest -x", "option -x cannot be honoured"),

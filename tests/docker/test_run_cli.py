@@ -192,7 +192,7 @@ def test_swebench_samples_import_and_check(repo_root, tmp_path, images):
                                      "execution: {trials_per_task: 1}\n")
     cli("validate", str(tmp_path / "m.yaml"), cwd=repo_root, check=0)
     check = cli("tasks", "check", str(tmp_path / "m.yaml"), "--replicates", "1", cwd=repo_root, check=0)
-    assert check.stdout.strip().endswith("task set ok")
+    assert "task set ok: 2 of 2 task(s) ok" in check.stdout
 
 
 def test_report_json_schema_gate_and_html(demo_run, repo_root, tmp_path):
