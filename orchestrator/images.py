@@ -153,7 +153,7 @@ def resolve_recipe(client: docker.DockerClient, images_dir: Path, recipe: Recipe
             image = _find(client, tag)
         if image is None:
             raise ImageNotFound(f"image {r.key!r} for its current recipe ({tag}) is not built: "
-                                f"run `trialbox images build`", image=tag)
+                                f"run `trialbox images build --manifest MANIFEST`", image=tag)
         parent_id = image.id
     return _record(recipe.key, tag, h, image)
 

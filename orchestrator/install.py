@@ -75,4 +75,6 @@ def stash_outputs_and_clear(sandbox: Sandbox) -> bool:
 
 def restore_outputs(sandbox: Sandbox) -> bool:
     """Put the stashed install outputs back over the workspace (they win over the agent's files)."""
-    return sandbox.exec(["tar", "-C", "/workspace", "-xf", STASH], timeout=300).ok
+    # whatever the agent left at those paths (a file, a folder, a link) is removed first, never written through
+    return sandbox.exec(["tar", "-C", "/workspace", "--unlink-first", "--recursive-unlink", "-xf", STASH],
+                        timeout=300).ok

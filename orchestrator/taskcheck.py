@@ -54,7 +54,7 @@ from .agents import BudgetLimits
 from .backends import Admission
 from .errors import ConfigError, ImageBuildError, TrialboxError
 from .grading.export import Tree, tree_from_tar
-from .grading.runner import TOOLS, GraderLimits, TestRun, compose, run_tests, test_files
+from .grading.runner import TOOLS, GraderInfraError, GraderLimits, TestRun, compose, run_tests
 from .grading.trusted import TestPatchError, trusted_tests
 from .hashing import combine, tree_sha256
 from .images import ImageRecord, build_recipe
@@ -148,10 +148,10 @@ E_LINE = re.compile(r"^E\s+(\S.*)$", re.M)
 
 def root_cause(run: TestRun) -> str | None:
     """The first line that says why tests could not run as declared (None: nothing stands out)."""
-    if run.setup_failed:
-        lines = [line for line in run.log_tail.splitlines() if line.strip()]
+    if run.setup_failed:  # the first line is the runner's own ("the install step failed (exit N):")
+        lines = [line.strip() for line in run.log_tail.splitlines()[1:] if line.strip()]
         errors = [line for line in lines if re.search(r"error", line, re.I)]
-        return f"{lines[0] if lines else 'the install step failed'}: {(errors or lines or [''])[-1].strip()}"
+        return (errors or lines or [run.log_tail.strip()])[-1]
     for err in run.collect_errors:
         found = E_LINE.findall(err.get("error", ""))
         if found:
@@ -408,6 +408,8 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                     problems = check_task(task, loaded, client, image_id, replicates, Path(tmp) / task.id)
                 except TrialboxError as exc:
                     problems = [f"could not be checked: {exc.message}"]
+                except GraderInfraError as exc:
+                    problems = [f"the grader could not run on this task ({exc.kind}): {exc.detail[-500:]}"]
                 check = TaskCheck(task.id, list(dict.fromkeys(problems)), time.monotonic() - start)
                 _save(task, image_id, check)
                 head = "ok" if check.ok else f"PROBLEM  {check.problems[0]}"

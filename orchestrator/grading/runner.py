@@ -271,7 +271,7 @@ def run_tests(client: docker.DockerClient, image_id: str, comp: Composition, tas
                 raise GraderInfraError("grader_setup", setup.stderr.decode(errors="replace"))
             install = _install(sandbox, comp, task)
             sandbox.copy_in(comp.tree.to_tar(), "/workspace")
-            if install is not None and not restore_outputs(sandbox):
+            if install is not None and install.ok and not restore_outputs(sandbox):
                 raise GraderInfraError("grader_setup", "the install step's outputs could not be put back")
             sandbox.write_file(CONFIG, json.dumps({**task.runtime.grader_config(),
                                                    "config": f"/workspace/{comp.config}"}).encode())

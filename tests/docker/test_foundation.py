@@ -194,7 +194,7 @@ def test_lock_with_an_unbuilt_image_is_one_clear_line(images, repo_root, tmp_pat
     assert res.returncode == 1 and "Traceback" not in res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"{manifest}: images.python: image 'python' for its current recipe")
-    assert lines[0].endswith("is not built: run `trialbox images build`")
+    assert lines[0].endswith("is not built: run `trialbox images build --manifest MANIFEST`")
 
 
 def test_images_save_and_load_keep_their_ids(images, repo_root, tmp_path):

@@ -186,7 +186,7 @@ def test_broken_tasks_are_task_set_errors_with_their_root_cause(realistic, tmp_p
                "--- a/tests/test_stock.py\n+++ b/tests/test_stock.py\n@@ -1,2 +1,2 @@\n-no such line\n+x\n"})
     break_task(root, inv, "bad-id", grader_change=lambda g: g["fail_to_pass"].append("tests/test_stock.py::test_nope"))
     break_task(root, inv, "already-passes", grader_change=lambda g: g["fail_to_pass"].append(g["pass_to_pass"][0]))
-    break_task(root, ver, "bad-install", task_change=lambda t: t.update(install="pip install --no-index nosuchpkg"))
+    break_task(root, ver, "bad-install", task_change=lambda t: t.update(install="pip install --user --break-system-packages --no-index nosuchpkg"))
     break_task(root, inv, "bad-plugin", task_change=lambda t: t.update(pytest_plugins=["no_such_plugin"]))
     break_task(root, inv, "bad-build", task_change=lambda t: t.update(image="./environment"),
                files={"tasks/bad-build/environment/Dockerfile": "ARG BASE\nFROM ${BASE}\nRUN echo building && exit 3\n",
@@ -195,16 +195,20 @@ def test_broken_tasks_are_task_set_errors_with_their_root_cause(realistic, tmp_p
     res = cli("tasks", "check", "check.yaml", cwd=root, check=1)
     lines = {line.split()[0]: line for line in res.stdout.splitlines() if line and not line.startswith(" ")}
     assert "test patch does not apply" in lines["bad-patch"]
-    assert "not found: tests/test_stock.py::test_nope" in lines["bad-id"], lines["bad-id"]
+    assert "not found: /workspace/tests/test_stock.py::test_nope" in lines["bad-id"], lines["bad-id"]
     assert "already passes on the untouched repository" in res.stdout.split("already-passes", 1)[1]
     assert "the install step failed" in lines["bad-install"] and "nosuchpkg" in lines["bad-install"], lines["bad-install"]
     assert "no_such_plugin" in lines["bad-plugin"], lines["bad-plugin"]
-    assert "does not build" in lines["bad-build"] and "Step 3/3 : RUN echo building" in lines["bad-build"]
+    assert "does not build" in lines["bad-build"] and "Step 3/5 : RUN echo building" in lines["bad-build"]
     assert "returned a non-zero code: 3" in res.stdout
     assert lines[inv].split()[1] == "ok" and lines[ver].split()[1] == "ok"
     assert "task set has problems: 2 of 8 task(s) ok" in res.stdout
     refused = cli("run", "check.yaml", "--unchecked", "--out", "runs/refused", cwd=root, check=1)
-    assert "failed their last `trialbox tasks check`" in refused.stderr and "bad-id: " in refused.stderr
+    assert "bad-build:./environment" in refused.stderr and "trialbox images build --manifest" in refused.stderr
+    write_manifest(root, "built.yaml", tasks={**MANIFEST["tasks"], "select": ["bad-[ip]*", inv]})
+    refused = cli("run", "built.yaml", "--unchecked", "--out", "runs/refused", cwd=root, check=1)
+    assert "4 task(s) failed their last `trialbox tasks check`" in refused.stderr, refused.stderr
+    assert "bad-patch: the test patch does not apply" in refused.stderr
     assert not (root / "runs/refused").exists()
 
 
