@@ -183,7 +183,7 @@ def untouched_problems(task: Task, runs: list[TestRun]) -> list[str]:
     g = task.grader
     run = runs[0]
     cause = root_cause(run)
-    if _did_not_execute(run, g.fail_to_pass + g.pass_to_pass + comp_tripwires(run)):
+    if _did_not_execute(run, g.fail_to_pass + g.pass_to_pass):
         what = "the install step failed" if run.setup_failed else "pytest did not execute the tests"
         codes = f" (pytest exit codes {run.exit_codes})" if run.exit_codes else ""
         return [f"untouched repository: {what}{codes}: {cause or run.log_tail[-300:].strip()}"]
@@ -203,10 +203,6 @@ def untouched_problems(task: Task, runs: list[TestRun]) -> list[str]:
         out.insert(0, f"root cause: {cause}")
     out += [f"grader integrity on the untouched repository: {p}" for r in runs for p in r.integrity]
     return out
-
-
-def comp_tripwires(run: TestRun) -> list[str]:
-    return list(run.tripwires)
 
 
 def posixpath_file(node: str) -> str:

@@ -52,7 +52,7 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
             out, i = out + "[^/]", i + 1
         else:
             out, i = out + re.escape(pattern[i]), i + 1
-    return re.compile(f"^{out}$")
+    return re.compile(f"^{out}$", re.S)  # a newline is a character of a file name like any other
 
 
 def _protected(path: str, original: Tree, final: Tree) -> bool:

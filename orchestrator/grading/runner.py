@@ -29,6 +29,7 @@ import dataclasses
 import hashlib
 import json
 import posixpath
+import random
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -154,19 +155,33 @@ def _trusted(final: Tree, original: Tree, task: Task) -> tuple[dict[str, bytes],
     return trusted, test_dirs, absent
 
 
-def _tripwire(nonce: str) -> tuple[str, bytes, list[str]]:
-    """A held-out test file that must fail, with the nonce in its failure message."""
-    name = f"test_{nonce[:10]}.py"
-    body = (f'def _value():\n    return "{nonce}"\n\n\n'
-            f'def test_{nonce[10:18]}():\n    assert _value() == "expected", "tripwire {nonce}"\n')
-    return name, body.encode(), [f"{name}::test_{nonce[10:18]}"]
+WORDS = ("parse", "format", "render", "load", "merge", "split", "order", "limit", "value", "range", "cache", "state",
+         "record", "entry", "total", "round", "match", "index", "update", "report", "config", "export", "lookup", "batch")
+
+
+def _tripwires(nonce: str, folders: list[str], taken: set[str]) -> tuple[dict[str, bytes], list[str]]:
+    """One held-out test per test-file group, beside the group's file, that must fail with the nonce in its
+    failure message. Named like ordinary tests (words, no trialbox vocabulary), so code that forges results
+    from inside the test process cannot tell it from the held-out tests it wants to pass."""
+    rng = random.Random(nonce)
+    files, nodes = {}, []
+    for folder in folders:
+        path = ""
+        while not path or path in taken or path in files:  # never over a file of the repository or the agent
+            a, b, c = rng.sample(WORDS, 3)
+            path = posixpath.join(folder, f"test_{a}_{b}_{rng.randrange(100)}.py")
+        body = (f'def _{c}():\n    return "{nonce}"\n\n\n'
+                f'def test_{b}_{c}():\n    assert _{c}() == "{a}", _{c}()\n')  # the nonce even under --assert=plain
+        files[path] = body.encode()
+        nodes.append(f"{path}::test_{b}_{c}")
+    return files, nodes
 
 
 def compose(final: Tree, original: Tree, task: Task) -> Composition:
     """The grader's workspace: the final files; the held-out files over them; the test folders,
     named test files and every conftest.py restored to their trusted copies (files the agent
     added there removed); no stale bytecode; no symlink leaving the workspace or standing where
-    a folder of trusted files must be; plus a tripwire test that must fail."""
+    a folder of trusted files must be; plus one tripwire test per test file's group that must fail."""
     tree = dataclasses.replace(final, files=dict(final.files), executable=set(final.executable),
                                symlinks=dict(final.symlinks), dirs=set(final.dirs), skipped=[])
     restored, removed = [], []
@@ -178,16 +193,17 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
         _drop(tree, path)
         removed.append(path)
     nonce = uuid.uuid4().hex + uuid.uuid4().hex[:8]
-    wire_path, wire_body, tripwires = _tripwire(nonce)
-    config_path, config_body, config_source = config_copy(original, test_files(task.grader.fail_to_pass
-                                                                               + task.grader.pass_to_pass), nonce)
-    trusted_all = {**trusted, wire_path: wire_body, config_path: config_body}
+    files = test_files(task.grader.fail_to_pass + task.grader.pass_to_pass)
+    wires, tripwires = _tripwires(nonce, [posixpath.dirname(f) for f in files],
+                                  set(tree.files) | set(tree.symlinks) | set(trusted) | set(original.files))
+    config_path, config_body, config_source = config_copy(original, files, nonce)
+    trusted_all = {**trusted, **wires, config_path: config_body}
     for path, data in sorted(trusted_all.items()):
         for ancestor in _ancestors(path):  # a file or link where a folder must be would displace trusted files
             if ancestor in tree.files or ancestor in tree.symlinks:
                 _drop(tree, ancestor)
                 removed.append(ancestor)
-        if path not in (wire_path, config_path) and (tree.files.get(path) != data or path in tree.symlinks):
+        if path not in wires and path != config_path and (tree.files.get(path) != data or path in tree.symlinks):
             restored.append(path)
         tree.symlinks.pop(path, None)
         tree.files[path] = data
@@ -273,7 +289,7 @@ def run_tests(client: docker.DockerClient, image_id: str, comp: Composition, tas
             sandbox.copy_in(comp.tree.to_tar(), "/workspace")
             if install is not None and install.ok and not restore_outputs(sandbox):
                 raise GraderInfraError("grader_setup", "the install step's outputs could not be put back")
-            sandbox.write_file(CONFIG, json.dumps({**task.runtime.grader_config(),
+            sandbox.write_file(CONFIG, json.dumps({**task.runtime.grader_config(), "tripwires": comp.tripwires,
                                                    "config": f"/workspace/{comp.config}"}).encode())
         except (SandboxError, OSError) as exc:
             raise GraderInfraError("grader_start", str(exc)) from exc
@@ -330,6 +346,27 @@ def _check_tripwires(run: TestRun, comp: Composition, outcomes: dict[str, str], 
             run.integrity.append(f"the tripwire test {node} failed without its nonce: the failure report was forged")
 
 
+def _valid_results(data) -> dict:
+    """The runner's results document, its types checked (code under test can write that file: anything malformed
+    is ``ValueError``, an integrity problem of the trial, never a crash of the grader)."""
+    if not isinstance(data, dict):
+        raise ValueError("the results file is not a JSON object")
+    out = {"outcomes": data.get("outcomes", {}), "collect_errors": data.get("collect_errors", []),
+           "exit_codes": data.get("exit_codes", []), "tampering": data.get("tampering", [])}
+    if not (isinstance(out["outcomes"], dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                      for k, v in out["outcomes"].items())):
+        raise ValueError("malformed outcomes in the results file")
+    if not (isinstance(out["collect_errors"], list) and all(isinstance(e, dict) for e in out["collect_errors"])):
+        raise ValueError("malformed collection errors in the results file")
+    if not (isinstance(out["exit_codes"], list) and all(type(c) is int for c in out["exit_codes"])):
+        raise ValueError("malformed exit codes in the results file")
+    if not (isinstance(out["tampering"], list) and all(isinstance(t, str) for t in out["tampering"])):
+        raise ValueError("malformed tampering notes in the results file")
+    out["collect_errors"] = [{"node": str(e.get("node", "")), "error": str(e.get("error", ""))}
+                             for e in out["collect_errors"]]
+    return out
+
+
 def _read_result(sandbox: DockerSandbox, path: str) -> bytes:
     """A result file of the test run; the engine losing its bytes is ours to retry, never the agent's."""
     try:
@@ -344,25 +381,28 @@ def _execute(sandbox: DockerSandbox, nodes: list[str], comp: Composition, limits
            "TRIALBOX_GRADER_CONFIG": CONFIG}
     try:
         res = sandbox.exec([task.runtime.command.interpreter, "-s", "-E", "-B", f"{TOOLS_MOUNT}/run_tests.py", OUT,
-                            *nodes, *comp.tripwires], timeout=limits.timeout_s, env=env)
+                            *nodes], timeout=limits.timeout_s, env=env)
     except SandboxBroken as exc:
         run.oom = exc.reason == "oom"
         run.log_tail = f"grader sandbox broke: {exc.message}"
         return run
     run.exit_code, run.timed_out, run.oom = res.exit_code, res.timed_out, res.oom_killed
     run.log_tail = (res.stdout.decode(errors="replace") + res.stderr.decode(errors="replace"))[-6000:]
+    raw_outcomes: dict[str, str] = {}
     try:
-        results = json.loads(_read_result(sandbox, f"{OUT}/results.json"))
-        raw_outcomes = results.get("outcomes", {})
+        results = _valid_results(json.loads(_read_result(sandbox, f"{OUT}/results.json")))
+        raw_outcomes = results["outcomes"]
         run.outcomes = select(raw_outcomes, nodes)
-        run.collect_errors = results.get("collect_errors", [])[:20]
-        run.exit_codes = [int(c) for c in results.get("exit_codes", []) if isinstance(c, int)]
+        run.collect_errors = results["collect_errors"][:20]
+        run.exit_codes = results["exit_codes"]
+        run.integrity += [f"the trusted pytest configuration or a group's results were changed during the test run "
+                          f"({t})" for t in results["tampering"]]
         run.results_found = True
-    except (SandboxError, ValueError, AttributeError) as exc:
+    except (SandboxError, ValueError) as exc:
         run.integrity.append(f"no plugin results: {exc}")
     junit_all: dict[str, str] = {}
     messages: dict[str, str] = {}
-    for i in range(len(test_files(nodes + comp.tripwires))):
+    for i in range(len(test_files(nodes))):
         try:
             junit_all.update(_parse_junit(_read_result(sandbox, f"{OUT}/junit-{i}.xml"), messages))
         except (SandboxError, ValueError, ET.ParseError) as exc:

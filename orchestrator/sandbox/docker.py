@@ -178,13 +178,16 @@ class DockerSandbox(Sandbox):
                 mounts=[docker.types.Mount(s.workdir, self.volume.name, type="volume"),
                         *(docker.types.Mount(target, source, type="bind", read_only=True)
                           for source, target in s.mounts)],
+                # PID 1's output goes nowhere: the agent can write to /proc/1/fd/1, and an engine log on
+                # the host would bypass the disk limit and fill the disk other trials' workspaces sit on
+                log_config=docker.types.LogConfig(type="none"),
                 detach=True, stdin_open=False, tty=False)
             self.container.start()
             self.container.reload()
         hc = self.container.attrs["HostConfig"]
         keep = ("NanoCpus", "CpuShares", "Memory", "MemorySwap", "MemoryReservation", "PidsLimit",
                 "NetworkMode", "Runtime", "ReadonlyRootfs", "CapDrop", "SecurityOpt", "Tmpfs", "ShmSize",
-                "Init", "Mounts", "Ulimits")
+                "Init", "Mounts", "Ulimits", "LogConfig")
         self.info = SandboxInfo(self.container.id, s.name, s.image_id, hc.get("Runtime", ""),
                                 {k: hc.get(k) for k in keep})
         log.info("sandbox started", sandbox=s.name, image_id=s.image_id, runtime=self.info.runtime)

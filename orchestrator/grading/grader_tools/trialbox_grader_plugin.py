@@ -29,7 +29,7 @@ def pytest_collectreport(report):
         _collect_errors.append({"node": report.nodeid, "error": str(report.longrepr)[-2000:]})
 
 
-def write(out, exit_codes):
-    """Called once by run_tests.py after every group ran."""
-    with open(os.path.join(out, "results.json"), "w") as fh:
+def write(out, exit_codes, name="results.json"):
+    """Called by run_tests.py once its group's session ended."""
+    with open(os.path.join(out, name), "w") as fh:
         json.dump({"outcomes": _outcomes, "collect_errors": _collect_errors, "exit_codes": exit_codes}, fh)
