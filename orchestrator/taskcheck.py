@@ -20,8 +20,9 @@ later steps that depend on it are not run):
 
 A failure here is a *task-set error*: the task author's problem, never an
 agent's outcome. Each task's verdict is recorded under the state folder keyed
-by the task's hash, its grader's hash, its image ID and the grader tools'
-hash, so ``trialbox run`` refuses a task whose last check failed without
+by the task's hash, its repository's content, its grader's hash, its image ID,
+its run-time settings, and the trialbox version and commit with the grader
+tools' hash, so ``trialbox run`` refuses a task whose last check failed without
 running it again, and names the tasks never checked (``--unchecked`` runs
 them anyway; the run's lock records it).
 
@@ -33,6 +34,7 @@ not size it; its hard limits are the manifest's).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -49,7 +51,6 @@ from typing import Any
 
 import docker
 
-from . import __version__
 from .agents import BudgetLimits
 from .backends import Admission
 from .errors import ConfigError, ImageBuildError, TrialboxError
@@ -88,11 +89,19 @@ class TaskCheck:
 
 
 def check_key(task: Task, image_id: str) -> str:
-    """What a check's verdict is valid for: the task, its grader, its image and the grader's own tools."""
+    """What a check's verdict is valid for: the task, its repository, its grader, its image, and the trialbox that
+    checked it (version and commit: another trialbox grades differently) with the grader's own tools."""
     return combine({"task": tree_sha256(task.folder), "grader": tree_sha256(task.grader_folder), "image": image_id,
-                    "repo": source_identity(task),
-                    "tools": tree_sha256(TOOLS), "trialbox": f"{__version__}/{CHECK_VERSION}",
+                    "repo": source_identity(task), "tools": tree_sha256(TOOLS),
+                    "trialbox": f"{json.dumps(_harness())}/{CHECK_VERSION}",
                     "runtime": json.dumps(task.runtime.describe(), sort_keys=True)})
+
+
+@functools.lru_cache(maxsize=1)
+def _harness() -> dict[str, str]:
+    from .lock import harness_identity
+
+    return harness_identity()
 
 
 def _record_path(task: Task, image_id: str) -> Path:
