@@ -26,6 +26,7 @@ images:
 # The offline demo: every kind of agent, the scripted model server, the report.
 demo:
 	rm -rf runs/demo runs/demo-reproduced
+	$(BIN)/trialbox tasks check examples/offline-demo.yaml
 	$(BIN)/trialbox run examples/offline-demo.yaml --scripted-model examples/scripted-model.yaml --out runs/demo
 	$(BIN)/trialbox report runs/demo --html runs/demo/report.html
 	$(BIN)/trialbox reproduce runs/demo --scripted-model examples/scripted-model.yaml
@@ -46,6 +47,8 @@ bench:
 	$(BIN)/python benchmarks/repo_ready.py
 	$(BIN)/python benchmarks/recorded_exec.py
 	$(BIN)/python benchmarks/ray_overhead.py
+	$(BIN)/python benchmarks/taskcheck.py
+	$(BIN)/python benchmarks/env_reuse.py
 
 gc:
 	$(BIN)/trialbox gc

@@ -62,6 +62,8 @@ def realistic(tmp_path_factory, repo_root, images):
     assert "samples__inventory-1: not mapped (no trialbox meaning): created_at, environment_setup_commit, hints_text" \
         in res.stdout
     write_manifest(root)
+    built = cli("images", "build", "--manifest", "check.yaml", cwd=root)  # the PyPI dependency, through the proxy
+    assert "tabular-env" in built.stdout
     return root
 
 

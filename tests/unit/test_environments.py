@@ -178,3 +178,29 @@ def test_bad_specs_each_named_and_nothing_written(tmp_path):
     assert any("owner/lib.env.PYTHONPATH: set by trialbox (use python_path" in m for m in messages), messages
     assert any("line 2.FAIL_TO_PASS: expected a list of test ids" in m for m in messages), messages
     assert not (tmp_path / "t").exists()
+
+
+def test_recipe_chains_and_their_mistakes_are_named(tmp_path):
+    from orchestrator.errors import ConfigError
+    from orchestrator.images import load_recipe, recipe_chain
+
+    images = tmp_path / "images"
+    for name, files in {"base": {"recipe.yaml": "suite: bookworm\n"},
+                        "python": {"Dockerfile": "ARG BASE\nFROM ${BASE}\n"},
+                        "lib": {"Dockerfile": "ARG BASE\nFROM ${BASE}\n", "environment.yaml": "from: python\n"},
+                        "loop-a": {"Dockerfile": "x", "environment.yaml": "from: loop-b\n"},
+                        "loop-b": {"Dockerfile": "x", "environment.yaml": "from: loop-a\n"},
+                        "typo": {"Dockerfile": "x", "environment.yaml": "form: python\n"},
+                        "orphan": {"Dockerfile": "x", "environment.yaml": "from: nowhere\n"}}.items():
+        (images / name).mkdir(parents=True)
+        for f, text in files.items():
+            (images / name / f).write_text(text)
+    chain = recipe_chain(images, load_recipe("lib", images / "lib"))
+    assert [r.key for r in chain] == ["base", "python", "lib"]
+    with pytest.raises(ConfigError, match="makes a cycle"):
+        recipe_chain(images, load_recipe("loop-a", images / "loop-a"))
+    with pytest.raises(ConfigError, match="expected a recipe under .* got 'nowhere'"):
+        recipe_chain(images, load_recipe("orphan", images / "orphan"))
+    with pytest.raises(ValidationFailed) as info:
+        load_recipe("typo", images / "typo")
+    assert any(p.field == "form" and "environment.yaml" in p.file for p in info.value.problems)
