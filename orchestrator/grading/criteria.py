@@ -106,7 +106,8 @@ def tests(name: str, nodes: list[str], run: TestRun) -> Criterion:
 
 def integrity(run: TestRun) -> Criterion:
     return Criterion("grader_integrity", True, not run.integrity,
-                     {"problems": run.integrity, "exit_code": run.exit_code})
+                     {"problems": run.integrity, "exit_code": run.exit_code,
+                      "configuration_from_trusted_commit": run.configuration})
 
 
 def tampering(run: TestRun, original: Tree, final: Tree) -> Criterion:

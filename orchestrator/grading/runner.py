@@ -98,8 +98,8 @@ class TestRun:
     """pytest's exit code per test-file group (2–4: the run never executed its tests: usage or internal error)."""
     setup_failed: bool = False
     """The install step failed: no test ran."""
-    tripwires: list[str] = field(default_factory=list)
-    """The tripwire test ids run with the requested ones."""
+    configuration: str | None = None
+    """The repository's pytest configuration file the run used (from the trusted commit); None: it has none."""
 
 
 def test_files(node_ids: list[str]) -> list[str]:
@@ -383,7 +383,7 @@ def _read_result(sandbox: DockerSandbox, path: str) -> bytes:
 
 
 def _execute(sandbox: DockerSandbox, nodes: list[str], comp: Composition, limits: GraderLimits, task: Task) -> TestRun:
-    run = TestRun(tripwires=list(comp.tripwires))
+    run = TestRun(configuration=comp.config_source)
     env = {"TRIALBOX_TEST_TIMEOUT": str(int(limits.test_timeout_s)), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
            "TRIALBOX_GRADER_CONFIG": CONFIG}
     try:

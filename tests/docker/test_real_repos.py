@@ -150,6 +150,8 @@ def test_configuration_edits_and_planted_plugins_are_never_read(realistic):
     assert v["outcome"] == "rejected" and "fail_to_pass" in v["reasons"], v
     f2p = next(c for c in v["criteria"] if c["name"] == "fail_to_pass")["evidence"]["outcomes"]
     assert set(f2p.values()) == {"failed"}, f2p  # they ran (and failed): the edited addopts were not read
+    integrity = next(c for c in v["criteria"] if c["name"] == "grader_integrity")["evidence"]
+    assert integrity["configuration_from_trusted_commit"] == "pyproject.toml"
     forged = ("import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
               "    outcome = yield\n    rep = outcome.get_result()\n    rep.outcome = 'passed'\n")
     steps = [{"write_file": {"path": "pytest_mock.py", "content": forged}},

@@ -97,10 +97,9 @@ def test_a_fail_to_pass_module_that_cannot_import_counts_as_failing_but_a_usage_
         grader = G()
 
     importing = TestRun(outcomes={"tests/test_old.py::test_b": "passed"}, results_found=True, exit_codes=[4, 1],
-                        collect_errors=[{"node": "tests/test_new.py", "error": "E   ImportError: cannot import name 'a'"}],
-                        tripwires=["test_0123456789.py::test_x"])
+                        collect_errors=[{"node": "tests/test_new.py", "error": "E   ImportError: cannot import name 'a'"}])
     assert untouched_problems(T(), [importing, importing]) == []
-    usage = TestRun(results_found=True, exit_codes=[4, 4], tripwires=["test_0123456789.py::test_x"],
+    usage = TestRun(results_found=True, exit_codes=[4, 4],
                     log_tail="ERROR: usage: __main__.py [options]\n__main__.py: error: unrecognized arguments: --cov\n")
     problems = untouched_problems(T(), [usage, usage])
     assert len(problems) == 1 and "pytest did not execute the tests" in problems[0]
