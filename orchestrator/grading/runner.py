@@ -1,26 +1,34 @@
 """Running the held-out tests in a fresh grader container.
 
 Into a new sandbox from the *same pinned image* as the agent's (no network,
-its own limits) go: the final workspace, the held-out files of
-``graders/<id>/`` over it, every test file the grader names restored from its
-trusted copy (the held-out folder, else the initial commit), and every
-``conftest.py`` restored to its original (or removed when the agent added it).
-New files the agent added stay. Nothing else of the agent's environment goes
-in: not its container, not its processes, not its ``.git``.
+its own limits, the task's environment variables) go, in order: when the task
+declares an install step, the trusted initial commit, the install step run on
+it, and its outputs set aside; then the final workspace, the held-out files of
+``graders/<id>/`` over it (or the post-patch files of its test patch, computed
+on the host; files the patch deletes removed), every test file the grader
+names and every folder holding one restored from its trusted copy, every
+``conftest.py`` restored to its original (or removed when the agent added
+it), the trusted copy of the repository's pytest configuration, one tripwire
+test per test file, and the install outputs put back over whatever the agent
+left at their paths. New files the agent added elsewhere stay. Nothing else of
+the agent's environment goes in: not its container, not its processes, not its
+``.git``. Every trusted file is checked byte for byte before any test runs.
 
 Tests run through ``grader_tools/run_tests.py`` (see there for the
-safeguards); results come back from ``/tmp/grader-out`` (outside the
-workspace) through two channels, JUnit XML and trialbox's plugin, and both are
-cross-checked with the exit code the engine reports for the process. What
-they disagree on is reported as an integrity problem.
+safeguards: one process per test file, the configuration copy guarded between
+them); results come back from ``/tmp/grader-out`` (outside the workspace)
+through two channels, JUnit XML and trialbox's plugin, and both are
+cross-checked with the exit code the engine reports for the process. What they
+disagree on is reported as an integrity problem.
 
-Limits of what can be known: the code under test runs in the test runner's
-process, so it can, in principle, rewrite every result channel consistently
-(and exit 0). The grader detects inconsistent tampering (channels that
+Limits of what can be known: the code under test runs in its group's test
+process, so it can, in principle, rewrite that group's result channels
+consistently. The grader detects inconsistent tampering (channels that
 disagree, a requested test with no outcome, an exit code that contradicts the
-outcomes, tests faster than the clock allows are not judged) and the scope
-criterion rejects the planted files that usually carry it (conftest.py,
-sitecustomize.py, .pth files, pytest configuration).
+outcomes, a tripwire that did not fail with its nonce, a configuration copy
+that changed) and the scope criterion rejects the planted files that usually
+carry it (conftest.py, sitecustomize.py, .pth files, pytest configuration). A
+forger that finds the tripwire by reading the test sources is not detected.
 """
 
 from __future__ import annotations
