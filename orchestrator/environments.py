@@ -122,15 +122,22 @@ def parse_test_command(command: str) -> tuple[TestCommand | None, str | None]:
         return None, f"got {tokens[0]!r}: {expected}"
     if interpreter.startswith(WORKSPACE + "/"):
         return None, "the interpreter must come from the environment, not from the workspace the agent writes"
-    previous = ""
-    for arg in args:
-        name = arg.split("=", 1)[0]
+    i = 0
+    while i < len(args):
+        arg, name = args[i], args[i].split("=", 1)[0]
+        if arg == "-p" and i + 1 < len(args) and args[i + 1].startswith("no:"):  # disabling a plugin is harmless
+            i += 2
+            continue
+        if arg.startswith("-pno:"):
+            i += 1
+            continue
         if name in REFUSED_OPTIONS or (name.startswith("-p") and len(name) > 2 and not name.startswith("--")):
             return None, f"option {name} cannot be honoured: {REFUSED_OPTIONS.get(name, REFUSED_OPTIONS['-p'])}"
-        takes_value = previous.startswith("-") and "=" not in previous
+        takes_value = i > 0 and args[i - 1].startswith("-") and "=" not in args[i - 1] \
+            and not args[i - 1].startswith("-pno:")
         if not arg.startswith("-") and not takes_value:
             return None, f"test paths ({arg!r}) do not belong in the command: the grader's test ids say what runs"
-        previous = arg if arg.startswith("-") else ""
+        i += 1
     for name, _ in env:
         if RESERVED_VARS.match(name):
             return None, f"variable {name} is set by trialbox"

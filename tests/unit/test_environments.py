@@ -25,6 +25,8 @@ from orchestrator.taskcheck import distinctive_lines, root_cause, untouched_prob
      (("PYTHONPATH", "src:."), ("MODE", "1"))),
     ("/opt/venv/bin/python -m pytest -o xfail_strict=true", "/opt/venv/bin/python", True,
      ("-o", "xfail_strict=true"), ()),
+    ("python3 -m pytest -p no:cacheprovider -pno:randomly", "python3", True,
+     ("-p", "no:cacheprovider", "-pno:randomly"), ()),
 ])
 def test_commands_trialbox_honours(command, interpreter, module, args, env):
     parsed, why = parse_test_command(command)
@@ -38,6 +40,8 @@ def test_commands_trialbox_honours(command, interpreter, module, args, env):
     ("python3 -m pytest tests/test_a.py::test_x", "test paths"),
     ("pytest tests", "test paths"),
     ("python3 -m pytest -x", "option -x"),
+    ("python3 -m pytest -pno:randomly tests", "test paths"),
+    ("python3 -m pytest -p no:randomly tests", "test paths"),
     ("python3 -m pytest -p xdist", "declare plugins in pytest_plugins"),
     ("python3 -m pytest -pxdist", "declare plugins in pytest_plugins"),
     ("python3 -m pytest -c other.ini", "configuration file from the trusted initial commit"),
