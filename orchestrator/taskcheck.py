@@ -257,11 +257,11 @@ def _image_leaks(client, image_id: str, held: dict[str, bytes], answer: list[str
                          for line in out.splitlines() if line.split() and line.split()[0] in digests]
         if answer:
             sb.write_file("/tmp/answer.txt", "\n".join(answer).encode() + b"\n")
-            script = ("grep -rlFx -f /tmp/answer.txt --include='*.py' /usr /opt /home /srv /root 2>/dev/null | head -20;"
+            script = ("grep -rlF -f /tmp/answer.txt --include='*.py' /usr /opt /home /srv /root 2>/dev/null | head -20;"
                       " true")
             hits = [h for h in sb.exec(["sh", "-c", script], timeout=180).text().splitlines() if h.strip()]
             for hit in hits:
-                grep = sb.exec(["grep", "-cFx", "-f", "/tmp/answer.txt", hit], timeout=60).text().strip()
+                grep = sb.exec(["grep", "-cF", "-f", "/tmp/answer.txt", hit], timeout=60).text().strip()
                 if grep.isdigit() and int(grep) >= min(2, len(answer)):
                     problems.append(f"the environment already holds the answer: {hit} has {grep} of the solution's "
                                     f"distinctive lines (an agent could copy the fix from there)")

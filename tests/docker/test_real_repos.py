@@ -177,7 +177,7 @@ def break_task(root: Path, source: str, new: str, task_change=None, grader_chang
         (root / rel).write_text(text)
 
 
-def test_broken_tasks_are_task_set_errors_with_their_root_cause(realistic, tmp_path):
+def test_broken_tasks_are_task_set_errors_with_their_root_cause(realistic, tmp_path, repo_root):
     root = tmp_path / "broken"
     shutil.copytree(realistic, root, ignore=shutil.ignore_patterns("runs", "*.lock.json"))
     for d in ("tasks", "graders"):
@@ -195,6 +195,12 @@ def test_broken_tasks_are_task_set_errors_with_their_root_cause(realistic, tmp_p
     break_task(root, inv, "bad-build", task_change=lambda t: t.update(image="./environment"),
                files={"tasks/bad-build/environment/Dockerfile": "ARG BASE\nFROM ${BASE}\nRUN echo building && exit 3\n",
                       "tasks/bad-build/environment/environment.yaml": "from: python\n"})
+    fixed = (repo_root / "examples/realistic/src-repos/inventory/1/fix/src/inventory/stock.py").read_text()
+    break_task(root, inv, "leaky", task_change=lambda t: t.update(image="./environment"),  # the fix, installed
+               files={"tasks/leaky/environment/Dockerfile":
+                      "ARG BASE\nFROM ${BASE}\nCOPY stock.py /usr/local/lib/python3.11/dist-packages/leaked/stock.py\n",
+                      "tasks/leaky/environment/environment.yaml": "from: python\n",
+                      "tasks/leaky/environment/stock.py": fixed})
     write_manifest(root)
     res = cli("tasks", "check", "check.yaml", cwd=root, check=1)
     lines = {line.split()[0]: line for line in res.stdout.splitlines() if line and not line.startswith(" ")}
@@ -206,7 +212,9 @@ def test_broken_tasks_are_task_set_errors_with_their_root_cause(realistic, tmp_p
     assert "does not build" in lines["bad-build"] and "Step 3/5 : RUN echo building" in lines["bad-build"]
     assert "returned a non-zero code: 3" in res.stdout
     assert lines[inv].split()[1] == "ok" and lines[ver].split()[1] == "ok"
-    assert "task set has problems: 2 of 8 task(s) ok" in res.stdout
+    assert "the environment already holds the answer: /usr/local/lib/python3.11/dist-packages/leaked/stock.py" \
+        in lines["leaky"], lines["leaky"]
+    assert "task set has problems: 2 of 9 task(s) ok" in res.stdout
     refused = cli("run", "check.yaml", "--unchecked", "--out", "runs/refused", cwd=root, check=1)
     assert "bad-build:./environment" in refused.stderr and "trialbox images build --manifest" in refused.stderr
     write_manifest(root, "built.yaml", tasks={**MANIFEST["tasks"], "select": ["bad-[ip]*", inv]})
