@@ -54,7 +54,7 @@ import docker
 from .agents import BudgetLimits
 from .backends import Admission
 from .errors import ConfigError, ImageBuildError, TrialboxError
-from .grading.export import Tree, tree_from_tar
+from .grading.export import tree_from_tar
 from .grading.runner import TOOLS, GraderInfraError, GraderLimits, TestRun, compose, run_tests
 from .grading.trusted import TestPatchError, trusted_tests
 from .hashing import combine, tree_sha256
@@ -372,7 +372,7 @@ def build_environments(loaded: LoadedManifest, tasks: list[Task], client, say: C
         except (ImageBuildError, TrialboxError) as exc:
             tail = "\n".join(getattr(exc, "log_tail", "").splitlines()[-12:])
             errors[key] = f"environment {key} does not build: {exc.message.splitlines()[0]}" + (
-                f"\n      build log (tail):\n      " + tail.replace("\n", "\n      ") if tail else "")
+                "\n      build log (tail):\n      " + tail.replace("\n", "\n      ") if tail else "")
             failed[task.id] = errors[key]
     return built, failed
 
