@@ -34,7 +34,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from .manifest import Model
+from .errors import ValidationFailed
+from .manifest import Model, parse_model
 
 WORKSPACE = "/workspace"
 VAR = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
@@ -153,7 +154,7 @@ def check_settings(env: dict[str, str], python_path: list[str], plugins: list[st
         elif RESERVED_VARS.match(name) or name == "PYTHONPATH":
             out.append((f"env.{name}", "set by trialbox (use python_path for PYTHONPATH)"))
     for i, entry in enumerate(python_path):
-        p = entry if entry.startswith("/") else posixpath.normpath(posixpath.join(WORKSPACE, entry))
+        p = absolute_path(entry)
         if not entry or ":" in entry or p.startswith("/..") or (not entry.startswith("/") and not p.startswith(WORKSPACE)):
             out.append((f"python_path[{i}]", f"expected a folder inside the workspace or an absolute path, got {entry!r}"))
     for i, plugin in enumerate(plugins):
@@ -218,14 +219,10 @@ def resolve_runtime(layers: list[EnvironmentSettings], command: TestCommand) -> 
 
 def read_settings(folder: Path) -> EnvironmentSettings | None:
     """The recipe folder's ``environment.yaml`` (None when it has none); raises on invalid content."""
-    from .manifest import parse_model
-
     path = folder / "environment.yaml"
     if not path.is_file():
         return None
     parsed, _, problems = parse_model(path, EnvironmentSettings)
     if problems:
-        from .errors import ValidationFailed
-
         raise ValidationFailed(problems)
     return parsed  # type: ignore[return-value]

@@ -161,8 +161,9 @@ def read_specs(path: Path) -> tuple[dict[str, RepoSpec], list[Problem]]:
             continue
         for where, fields in [("", spec.for_version(None))] + [(f"versions.{v}.", spec.for_version(v)) for v in spec.versions]:
             command = fields.get("test_command") or "python3 -m pytest"
-            if parse_test_command(command)[0] is None:
-                problems.append(Problem(str(path), f"{repo}.{where}test_command", parse_test_command(command)[1] or ""))
+            parsed, why = parse_test_command(command)
+            if parsed is None:
+                problems.append(Problem(str(path), f"{repo}.{where}test_command", why or ""))
             for f, m in check_settings(fields.get("env") or {}, fields.get("python_path") or [],
                                        fields.get("pytest_plugins") or []):
                 problems.append(Problem(str(path), f"{repo}.{where}{f}", m))

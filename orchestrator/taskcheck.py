@@ -238,8 +238,8 @@ def _history(tar: Path) -> list[str]:
 def distinctive_lines(patch: str, most: int = 6) -> list[str]:
     """The solution's added lines most likely to be found only where the answer is (long, not boilerplate)."""
     added = {line[1:].strip() for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++")}
-    keep = [a for a in added if len(a) >= 24 and not a.startswith(("#", '"""', "import ", "from ")) and "(" in a or
-            len(a) >= 40]
+    keep = [a for a in added if len(a) >= 24 and not a.startswith(("#", '"""', "import ", "from "))
+            and ("(" in a or len(a) >= 40)]
     return sorted(keep, key=lambda a: (-len(a), a))[:most]
 
 
