@@ -14,7 +14,9 @@ Event schema (fields beyond ``seq``, ``prev_hash``, ``hash``, ``kind``, ``source
 kind               fields
 =================  ===========================================================
 ``log_opened``     ``trial_id``, ``schema_version``
-``tool``           ``tool``, ``arguments``, ``output`` (truncated),
+``tool_started``   ``tool``, ``arguments``, ``started_at``: written before the
+                   call runs (a call that never returned is still seen)
+``tool``           ``tool``, ``arguments``, ``started_seq``, ``output`` (truncated),
                    ``output_size`` (bytes, full), ``exit_code`` (bash, else
                    null), ``error`` (bool), ``error_kind``, ``timed_out``,
                    ``started_at``, ``ended_at`` (host wall clock, ISO-8601),
@@ -36,7 +38,10 @@ kind               fields
 =================  ===========================================================
 
 ``source`` is ``harness`` for what trialbox observed itself and
-``model_reported`` for what a model's response claimed.
+``model_reported`` for what a model's response claimed. A string that is not
+valid Unicode (a lone surrogate in a model's JSON, a file name's raw byte) is
+recorded escaped (``\udcff``, ``\xff``) and the event's ``escaped`` lists the
+fields where that was done: nothing is dropped and nothing fails to record.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .textsafe import recordable_data
 
 SCHEMA_VERSION = 1
 GENESIS = "0" * 64
@@ -81,6 +88,10 @@ class EventLog:
 
     def append(self, kind: str, source: str = "harness", **fields: Any) -> dict[str, Any]:
         """Write one event and return it (with its hash)."""
+        escaped: list[str] = []
+        fields = recordable_data(fields, escaped=escaped)  # whatever the agent sent is recorded, never refused
+        if escaped:
+            fields["escaped"] = escaped
         with self._lock:
             if self.closed:
                 raise ValueError("event log is closed")

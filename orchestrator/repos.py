@@ -8,7 +8,10 @@ on the host from *trusted* sources only (the task folder's files, or
 the agent could have touched.
 
 The commit is deterministic: fixed author, committer, dates and message, so
-the same files give the same commit id on every machine. The result is cached
+the same files give the same commit id on every machine. Nothing in it names
+where the files came from (the message is ``initial state``; the upstream
+commit id stays in the host's records), so an agent with any way out cannot
+look the fix up by it. The result is cached
 as a tar (owned by the sandbox user) keyed by the source's content.
 """
 
@@ -29,6 +32,8 @@ from .tasks import Task, git_env, trusted_git_dir
 
 FIXED_DATE = "2000-01-01T00:00:00+0000"
 SANDBOX_UID = 1000
+REPO_FORMAT = "repo/2"
+"""Part of the cache key: a new format (repo/2: the commit message names no source) never reuses an old tar."""
 SANDBOX_GID = 1000
 
 
@@ -109,7 +114,7 @@ def _tar_tree(root: Path, out: Path) -> None:
 def materialize(task: Task, cache_dir: Path) -> MaterializedRepo:
     """The task's repository as one deterministic commit, cached as a tar under ``cache_dir``."""
     identity = source_identity(task)
-    key = sha256_bytes(identity.encode())[:24]
+    key = sha256_bytes(f"{REPO_FORMAT}\0{identity}".encode())[:24]
     cache_dir.mkdir(parents=True, exist_ok=True)
     tar_path, commit_file = cache_dir / f"{key}.tar", cache_dir / f"{key}.commit"
     if tar_path.is_file() and commit_file.is_file():
@@ -120,7 +125,7 @@ def materialize(task: Task, cache_dir: Path) -> MaterializedRepo:
         _export_source(task, work)
         _git(work, "init", "-q")
         _git(work, "add", "-A")
-        _git(work, "commit", "-q", "--allow-empty", "-m", f"trialbox: initial state ({identity})")
+        _git(work, "commit", "-q", "--allow-empty", "-m", "initial state")  # no source id: the agent reads this
         commit = _git(work, "rev-parse", "HEAD")
         _strip_git_dir(work / ".git")
         _tar_tree(work, tar_path)

@@ -21,6 +21,7 @@ from typing import Any
 import docker
 
 from .agents import BudgetLimits, make_agent
+from .agents.base import AgentResult
 from .agents.session import agent_session
 from .errors import InstallFailed, SandboxError
 from .events import read_events
@@ -29,7 +30,8 @@ from .grading.grade import grade_trial
 from .grading.judge import Judge
 from .grading.runner import GraderLimits
 from .grading.secrets import new_canaries
-from .grading.verdict import infra_verdict
+from .grading.criteria import Criterion
+from .grading.verdict import Verdict, infra_verdict
 from .hashing import tree_sha256
 from .log import get_logger
 from .manifest import EnvironmentConfig, LoadedManifest
@@ -39,6 +41,7 @@ from .sandbox.base import SandboxSpec
 from .settings import load_settings
 from .store import RunPaths, slug
 from .tasks import Task
+from .textsafe import recordable, recordable_data
 
 log = get_logger("trial")
 
@@ -124,6 +127,23 @@ def spend_in(folder) -> float | None:
     return round(sum(e.get("cost_usd") or 0.0 for e in events if e.get("kind") == "model_call"), 8)
 
 
+def agent_fields(r: AgentResult) -> dict[str, Any]:
+    """What a result records of how the agent's run ended and what it spent."""
+    return dict(stop_reason=r.stop_reason.value, stop_detail=r.detail, summary=r.summary, abstained=r.abstained,
+                cost_usd=r.cost_usd, tool_calls=r.tool_calls, model_calls=r.model_calls,
+                tokens={"input": r.input_tokens, "output": r.output_tokens, "cache_read": r.cache_read_tokens,
+                        "cache_write": r.cache_write_tokens}, interventions=r.interventions)
+
+
+def unprocessable_verdict(stage: str, exc: BaseException) -> Verdict:
+    """Where a fault lies decides its outcome: an error raised while trialbox processed what the agent left
+    (its workspace, its events) is the agent's, a rejection, never an infrastructure error with a free retry.
+    The evidence names the exception, so a defect of trialbox's own shows as what it is."""
+    crit = Criterion("processable_output", True, False,
+                     {"stage": stage, "error": recordable(f"{type(exc).__name__}: {exc}")[:1000]})
+    return Verdict("rejected", "unprocessable_output", False, ["processable_output"], [crit])
+
+
 def _conditions_start(client: docker.DockerClient) -> dict[str, Any]:
     t = time.monotonic()
     client.ping()
@@ -157,33 +177,33 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
         result["previous_attempts"] = list(spec.previous_attempts)
         result.update(unknown_cost(spec, this_attempt_known=True))
     conditions = _conditions_start(client)
+    stage = "sandbox"
     try:
         with agent_session(agent, spec.task, sandbox_spec(spec), client, folder / "events.jsonl", spec.limits,
                            spec.trial_id, canaries) as session:
-            final = export_workspace(session.sandbox, limits=ExportLimits(max_bytes=spec.environment.disk_limit_mb << 20))
             anchor, agent_result = session.anchor, session.result
-            result["setup_outputs"] = list(session.setup_outputs)
-            result["sandbox"] = {"host_config": session.sandbox.info.host_config if session.sandbox.info else None}
+            result.update(agent_fields(agent_result), events_anchor=anchor, setup_outputs=list(session.setup_outputs),
+                          sandbox={"host_config": session.sandbox.info.host_config if session.sandbox.info else None})
             conditions.update(session.usage)
+            stage = "export"  # from here on, everything processed is what the agent left
+            final = export_workspace(session.sandbox, limits=ExportLimits(max_bytes=spec.environment.disk_limit_mb << 20))
         if cancel is not None and cancel.is_set():
             raise Cancelled(spec.trial_id)
-        final.to_tar(folder / "final-workspace.tar")
         events = read_events(folder / "events.jsonl")
+        final.to_tar(folder / "final-workspace.tar")
+        stage = "grading"
         graded = grade_trial(client, spec.image_id, spec.task, original, final, events, agent_result, canaries.values,
                              spec.environment.network_policy, spec.candidate.agent, grader_limits, f"tb-{spec.run_id[:12]}-g",
                              judge, spec.trial_id, {"org.trialbox.run": spec.run_id, "org.trialbox.trial": spec.trial_id},
                              setup_outputs=session.setup_outputs)
         verdict = graded.verdict
         result["grader_sha256"] = tree_sha256(spec.task.grader_folder)
-        (folder / "diff.patch").write_text(graded.diff.text)
-        (folder / "grader.log").write_text(graded.run.log_tail if graded.run else "")
-        result.update(stop_reason=agent_result.stop_reason.value, stop_detail=agent_result.detail,
-                      summary=agent_result.summary, abstained=agent_result.abstained, cost_usd=agent_result.cost_usd,
-                      tool_calls=agent_result.tool_calls, model_calls=agent_result.model_calls,
-                      tokens={"input": agent_result.input_tokens, "output": agent_result.output_tokens,
-                              "cache_read": agent_result.cache_read_tokens, "cache_write": agent_result.cache_write_tokens},
-                      interventions=agent_result.interventions, events_anchor=anchor,
-                      changed_paths=graded.diff.paths, workspace_digest=final.digest())
+        stage = "artifacts"
+        (folder / "diff.patch").write_bytes(graded.diff.text.encode("utf-8", "surrogateescape"))  # names as their bytes
+        (folder / "grader.log").write_text(graded.run.log_tail if graded.run else "", errors="backslashreplace")
+        result.update(changed_paths=[recordable(p) for p in graded.diff.paths], workspace_digest=final.digest())
+    except Cancelled:
+        raise
     except (SandboxError, OSError) as exc:
         if cancel is not None and cancel.is_set():  # the interrupt removed the sandbox: not an infrastructure error
             raise Cancelled(spec.trial_id) from exc
@@ -192,6 +212,12 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
         events = read_events(folder / "events.jsonl") if (folder / "events.jsonl").exists() else []
         spent = sum(e.get("cost_usd") or 0.0 for e in events if e.get("kind") == "model_call")
         result.update(stop_reason=None, cost_usd=round(spent, 8), events_anchor=None)  # what was spent stays spent
+    except Exception as exc:
+        if stage == "sandbox":
+            raise  # before the agent stopped: trialbox's own failure (the job records it as infra_error(harness))
+        log.warning("the agent's output could not be processed", trial=spec.trial_id, stage=stage, error=repr(exc))
+        verdict = unprocessable_verdict(stage, exc)
+        events = read_events(folder / "events.jsonl")
     latencies = [e["latency_s"] for e in events if e.get("kind") == "model_call"]
     result["models_served"] = sorted({str(e.get("model_served")) for e in events if e.get("kind") == "model_call"})
     conditions.update(load_at_end=os.getloadavg()[0],
@@ -202,6 +228,7 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
         result["cost_usd"] = round((result.get("cost_usd") or 0.0) + spec.prior_cost_usd, 8)
     result.update(verdict=verdict.to_dict(), finished_at=_now(), duration_s=round(time.monotonic() - t0, 3),
                   conditions=conditions)
+    result = recordable_data(result)  # the agent's paths and texts as valid Unicode, escaped where they are not
     (folder / "verdict.json").write_text(json.dumps(result, indent=2, default=str))
     result["events"] = len(events)
     return result

@@ -20,7 +20,7 @@ from pathlib import Path
 import docker
 import structlog
 
-from ..errors import InstallFailed
+from ..errors import InstallFailed, SandboxError
 from ..events import EventLog
 from ..install import run_install
 from ..grading.secrets import Canaries
@@ -32,6 +32,8 @@ from ..tasks import Task
 from .base import Agent, AgentContext, AgentResult, run_agent
 from .budget import Budget, BudgetLimits
 from .toolbox import ToolBox
+
+PENDING_JOIN_S = 60.0
 
 
 @dataclasses.dataclass
@@ -101,6 +103,11 @@ def _session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.DockerC
         result = run_agent(agent, ctx)
         usage = sandbox.usage() if sandbox.is_running() else {}
         sandbox.stop()
+        for worker in toolbox.pending:  # a file operation cut off at the deadline finishes now (its lease holder is
+            worker.join(PENDING_JOIN_S)  # gone) or never: it cannot land after the export
+        if any(w.is_alive() for w in toolbox.pending):
+            raise SandboxError("a file operation on the sandbox did not end after the sandbox stopped",
+                               container=spec.name)
         session = Session(result, sandbox, events, usage=usage, setup_outputs=outputs)
         session.anchor = events.close()
         yield session

@@ -16,13 +16,18 @@ task's canned reply, counted as an intervention).
 from __future__ import annotations
 
 import posixpath
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
+
+import docker.errors
+import requests.exceptions
 
 from ..errors import SandboxBroken, SandboxError
 from ..events import EventLog, now_iso
-from ..sandbox.base import WORKSPACE, Sandbox
+from ..sandbox.base import WORKSPACE, Sandbox, within
 from .budget import AgentStop, Budget, StopReason
 
 TOOL_CONTRACT_REVISION = "v1"
@@ -80,6 +85,23 @@ class ToolError(Exception):
         self.kind = kind
 
 
+def _check_unicode(value: Any, where: str = "") -> None:
+    """Arguments must be valid Unicode: JSON can carry a lone surrogate, which no file or command can hold."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ToolError(f"argument {where or 'value'!r} is not valid Unicode: a lone surrogate "
+                            f"(U+{ord(value[exc.start]):04X}) at character {exc.start}", kind="bad_arguments") from None
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_unicode(k, f"{where}.{k}" if where else str(k))
+            _check_unicode(v, f"{where}.{k}" if where else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_unicode(v, f"{where}[{i}]")
+
+
 def clip(text: str, limit: int) -> str:
     """Head and tail of ``text`` within ``limit`` characters, with a marker of what was cut."""
     if len(text) <= limit:
@@ -98,15 +120,26 @@ class ToolBox:
     ask_user_reply: str | None = None
     submission: Submission | None = None
     interventions: int = 0
+    pending: list[threading.Thread] = field(default_factory=list)
+    """File operations cut off at the deadline, still running in the background."""
 
     def call(self, tool: str, arguments: dict[str, Any] | None) -> ToolResult:
-        """Run one tool call; ``AgentStop`` when the budget, the deadline or the sandbox ends the trial."""
+        """Run one tool call; ``AgentStop`` when the budget, the deadline or the sandbox ends the trial.
+
+        The call is recorded (``tool_started``, with its arguments as they came, escaped where they are not
+        valid Unicode) before anything runs, and its result (``tool``) after; so a call that never returned
+        (the harness died under it) is still in the log. Where a fault lies decides what happens: arguments the
+        model got wrong (a missing one, a lone surrogate) and any error raised while handling what the agent
+        sent are tool errors it sees; a dead sandbox is the agent's ``sandbox_broken``; only the engine or the
+        host failing under a well-formed call is an infrastructure error."""
         arguments = arguments if isinstance(arguments, dict) else {}
         self.budget.charge_tool_call()
         started, t0 = now_iso(), time.monotonic()
+        opened = self.events.append("tool_started", tool=str(tool), arguments=arguments, started_at=started)
         record: dict[str, Any] = {"exit_code": None, "timed_out": False, "error_kind": None}
         stop: AgentStop | None = None
         try:
+            _check_unicode(arguments)
             result = self._dispatch(tool, arguments, record)
         except ToolError as exc:
             result = ToolResult(str(exc), is_error=True)
@@ -123,13 +156,30 @@ class ToolBox:
             result = ToolResult("", is_error=True)
             record["error_kind"] = "infra_error"
             stop = AgentStop(StopReason.INFRA_ERROR, exc.message)
+        except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+            result = ToolResult("", is_error=True)  # the engine or the host, not the agent's input
+            record["error_kind"] = "infra_error"
+            stop = AgentStop(StopReason.INFRA_ERROR, f"{type(exc).__name__}: {exc}"[:500])
+        except Exception as exc:  # raised while handling what the agent sent: the agent's, shown to it
+            result = ToolResult(f"the tool could not handle these arguments ({type(exc).__name__}: {exc})"[:2000],
+                                is_error=True)
+            record["error_kind"] = "tool_failed"
         full = result.output
-        self.events.append("tool", tool=tool, arguments=arguments, output=clip(full, EVENT_OUTPUT_CHARS),
-                           output_size=len(full.encode()), error=result.is_error, started_at=started,
-                           ended_at=now_iso(), duration_s=round(time.monotonic() - t0, 6), **record)
+        self.events.append("tool", tool=str(tool), arguments=arguments, output=clip(full, EVENT_OUTPUT_CHARS),
+                           output_size=len(full.encode("utf-8", "surrogatepass")), error=result.is_error,
+                           started_at=started, started_seq=opened["seq"], ended_at=now_iso(),
+                           duration_s=round(time.monotonic() - t0, 6), **record)
         if stop is not None:
             raise stop
         return ToolResult(clip(full, MODEL_OUTPUT_CHARS), result.is_error, full)
+
+    def _bounded(self, fn: Callable[[], Any], what: str) -> Any:
+        """A file operation on the sandbox within the time left; at the deadline the agent stops
+        (the operation may still finish in the background: ``pending`` is joined before the export)."""
+        try:
+            return within(self.budget.remaining(), fn, what, self.pending)
+        except TimeoutError as exc:
+            raise AgentStop(StopReason.DEADLINE, f"{what} was still running at the deadline") from exc
 
     # ------------------------------------------------------------------ tools
     def _dispatch(self, tool: str, args: dict[str, Any], record: dict[str, Any]) -> ToolResult:
@@ -179,7 +229,7 @@ class ToolBox:
 
     def _read(self, path: str) -> str:
         try:
-            data = self.sandbox.read_file(path, max_bytes=MAX_READ_BYTES)
+            data = self._bounded(lambda: self.sandbox.read_file(path, max_bytes=MAX_READ_BYTES), f"reading {path}")
         except ValueError as exc:
             raise ToolError(str(exc), kind="too_large") from exc
         except SandboxBroken:
@@ -192,11 +242,14 @@ class ToolBox:
 
     def _write(self, path: str, content: str) -> None:
         parent = posixpath.dirname(path)
-        made = self.sandbox.exec(["mkdir", "-p", "--", parent], timeout=30)
+        made = self.sandbox.exec(["mkdir", "-p", "--", parent], timeout=min(30.0, self.budget.remaining()))
+        if made.timed_out:
+            raise AgentStop(StopReason.DEADLINE, f"creating {parent} was still running at the deadline")
         if made.exit_code != 0:
             raise ToolError(f"cannot create {parent}: {made.stderr.decode(errors='replace').strip()}", kind="write_failed")
         try:
-            self.sandbox.write_file(path, content.encode())
+            data = content.encode()
+            self._bounded(lambda: self.sandbox.write_file(path, data), f"writing {path}")
         except SandboxBroken:
             raise
         except SandboxError as exc:

@@ -58,7 +58,7 @@ def _test(client, image_id: str, final: Tree, original: Tree, task: Task, limits
                 if _suspicious(base):
                     raise GraderInfraError("grader_broken", f"the untouched repository fails the same way: {base.log_tail[-800:]}")
                 run.results_found = True  # the agent's failure, with whatever it produced
-            run.restored, run.removed = comp.restored, comp.removed
+            run.restored, run.removed, run.ignored = comp.restored, comp.removed, comp.ignored
             return run
         except GraderInfraError as exc:
             log.warning("grader infrastructure error", kind=exc.kind, attempt=attempt)
@@ -110,7 +110,9 @@ def grade_trial(client: docker.DockerClient, image_id: str, task: Task, original
         evidence = {"instruction": (task.folder / task.config.instruction).read_text(), "diff": diff.text,
                     "submit summary": agent.summary or "(none)", "test outcomes": outcomes}
         crits.append(judge.judge(rubric.read_text(), evidence, trial_id))
-    if final.skipped or final.truncated:  # a workspace that did not fit the export bounds cannot be judged whole
-        crits.append(C.Criterion("export", final.truncated, not final.truncated,
-                                 {"truncated": final.truncated, "notes": final.skipped[:50]}))
+    if final.skipped or not final.complete:  # a workspace the export could not bring over whole cannot be judged
+        notes = final.notes()
+        crits.append(C.Criterion("export", not final.complete, final.complete,
+                                 {"truncated": notes["truncated"], "missing_or_different": notes["problems"][:50],
+                                  "notes": notes["notes"][:50]}))
     return Grade(decide(crits, agent.stop_reason, broken_reason(events)), diff, run)

@@ -52,7 +52,7 @@ from ..sandbox.docker import DockerSandbox
 from ..tasks import Task
 from ..install import InstallResult, restore_outputs, run_install, stash_outputs_and_clear
 from .diff import is_artifact
-from .export import Tree
+from .export import Tree, resolve
 from .trusted import config_copy, trusted_tests
 
 TOOLS = Path(__file__).with_name("grader_tools")
@@ -101,6 +101,7 @@ class TestRun:
     log_tail: str = ""
     restored: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
     results_found: bool = False
     exit_codes: list[int] = field(default_factory=list)
     """pytest's exit code per test-file group (2–4: the run never executed its tests: usage or internal error)."""
@@ -130,6 +131,8 @@ class Composition:
     """The repository file it was copied from (None: the repository has none)."""
     original: Tree | None = None
     """The trusted initial commit, on which the install step runs before the final files go in."""
+    ignored: list[str] = field(default_factory=list)
+    """Bytecode and test caches left out of the grader's workspace (artifacts of running tools, never tampering)."""
 
 
 def _ancestors(path: str) -> list[str]:
@@ -193,11 +196,12 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
     tree = dataclasses.replace(final, files=dict(final.files), executable=set(final.executable),
                                symlinks=dict(final.symlinks), dirs=set(final.dirs), skipped=[])
     restored, removed = [], []
-    for path in [p for p in [*tree.files, *tree.symlinks] if is_artifact(p)]:  # stale or planted bytecode never runs
+    ignored = sorted(p for p in [*tree.files, *tree.symlinks] if is_artifact(p))
+    for path in ignored:  # stale or planted bytecode never runs (any run of the tests leaves some: not tampering)
         _drop(tree, path)
     tree.dirs = {d for d in tree.dirs if not is_artifact(d)}
     trusted, _, absent = _trusted(final, original, task)
-    for path in sorted(absent):
+    for path in sorted(absent - set(ignored)):
         _drop(tree, path)
         removed.append(path)
     nonce = uuid.uuid4().hex + uuid.uuid4().hex[:8]
@@ -216,8 +220,9 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
         tree.symlinks.pop(path, None)
         tree.files[path] = data
         tree.executable.discard(path)
-    for path, target in list(tree.symlinks.items()):
-        leaves = target.startswith("/") or posixpath.normpath(posixpath.join(posixpath.dirname(path), target)).startswith("..")
+    leaving = {p for p in tree.symlinks if resolve(tree, p) is None}  # as the kernel resolves, links through links too
+    for path in list(tree.symlinks):
+        leaves = path in leaving
         shadows = any(p.startswith(path + "/") for p in [*tree.files, *tree.dirs])
         if leaves or shadows:
             del tree.symlinks[path]
@@ -227,7 +232,7 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
         for parent in _ancestors(path):
             tree.dirs.add(parent)
     return Composition(tree, sorted(set(restored)), sorted(set(removed)), trusted_all, tripwires, nonce,
-                       config_path, config_source, original)
+                       config_path, config_source, original, ignored)
 
 
 def _parse_junit(data: bytes, messages: dict[str, str] | None = None) -> dict[str, str]:

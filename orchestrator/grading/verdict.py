@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..agents.budget import StopReason
+from ..textsafe import recordable_data
 from .criteria import Criterion
 
 GRADER_VERSION = "trialbox-grader/1"
@@ -34,9 +35,9 @@ class Verdict:
         return f"{self.outcome}({self.kind})" if self.kind else self.outcome
 
     def to_dict(self) -> dict[str, Any]:
-        return {"outcome": self.outcome, "kind": self.kind, "accepted": self.accepted, "reasons": self.reasons,
-                "partial": self.partial, "grader_version": self.grader_version,
-                "criteria": [asdict(c) for c in self.criteria]}
+        return recordable_data({"outcome": self.outcome, "kind": self.kind, "accepted": self.accepted,
+                                "reasons": self.reasons, "partial": self.partial, "grader_version": self.grader_version,
+                                "criteria": [asdict(c) for c in self.criteria]})  # agent's paths: escaped, never lost
 
 
 def infra_verdict(kind: str, detail: str) -> Verdict:

@@ -8,7 +8,8 @@ Keep it small: new features go into collaborators, not into this class.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -157,3 +158,28 @@ class Sandbox(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.remove()
+
+
+def within(timeout: float, fn: Callable[[], Any], what: str, pending: list[threading.Thread] | None = None) -> Any:
+    """``fn()`` within ``timeout`` seconds, or ``TimeoutError``. An engine call cannot be interrupted, so
+    on timeout it goes on in a background thread, appended to ``pending`` for whoever must wait for it
+    (a file write cut off at the deadline lands before the workspace is exported, never after)."""
+    box: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            box.append((True, fn()))
+        except BaseException as exc:  # handed to the caller
+            box.append((False, exc))
+
+    worker = threading.Thread(target=run, daemon=True, name=f"within-{what[:40]}")
+    worker.start()
+    worker.join(max(0.0, timeout))
+    if not box:
+        if pending is not None:
+            pending.append(worker)
+        raise TimeoutError(f"{what} did not finish within {timeout:.1f}s")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value

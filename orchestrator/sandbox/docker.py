@@ -212,6 +212,19 @@ class DockerSandbox(Sandbox):
             except docker.errors.NotFound:
                 pass
 
+    def resume(self, timeout: float = 30) -> None:
+        """Start a stopped sandbox again for inspection (its command only, ``sleep``: no process of the
+        agent survived the stop, nothing of the workspace runs on start; ``/tmp`` and ``$HOME`` are fresh)."""
+        container = self._require()
+        with docker_errors(self.spec.name):
+            container.start()
+        t0 = time.monotonic()
+        while not self.is_running():
+            if time.monotonic() - t0 > timeout:
+                raise SandboxError("the stopped sandbox could not be started again for its listing",
+                                   container=self.spec.name)
+            time.sleep(0.1)
+
     def remove(self) -> None:
         name = self.spec.name
         try:

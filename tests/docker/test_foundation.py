@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.tracked import copy_tracked
 
 from orchestrator.engine import LABEL_PREFIX, MANAGED_LABEL
 from orchestrator.errors import ImageNotFound, RuntimeUnavailable, SandboxError
@@ -128,8 +129,8 @@ def test_gc_removes_only_labelled_leftovers_of_dead_owners(client, python_image,
 
 
 def _copy_project(repo_root: Path, dest: Path) -> Path:
-    for folder in ("tasks", "graders", "images", "examples"):
-        shutil.copytree(repo_root / folder, dest / folder, symlinks=True)
+    for folder in ("tasks", "graders", "images", "examples"):  # tracked files only: never a leftover lock or run
+        copy_tracked(repo_root, folder, dest / folder)
     return dest / "examples" / "compare-prompts.yaml"
 
 

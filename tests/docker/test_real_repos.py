@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.tracked import copy_tracked
+
 MANIFEST = {
     "experiment": {"name": "realistic"},
     "candidates": [{"name": "nop", "agent": "nop"}, {"name": "oracle", "agent": "oracle"}],
@@ -53,9 +55,8 @@ def write_manifest(root: Path, name: str = "check.yaml", **changes) -> Path:
 def realistic(tmp_path_factory, repo_root, images):
     """The realistic samples imported as a user would (the import's output is not edited)."""
     root = tmp_path_factory.mktemp("realistic")
-    src = repo_root / "examples/realistic"
     for item in ("images", "repos", "instances.jsonl", "instances.json", "specs.yaml"):
-        (shutil.copytree if (src / item).is_dir() else shutil.copyfile)(src / item, root / item)
+        copy_tracked(repo_root, f"examples/realistic/{item}", root / item)
     res = cli("tasks", "import-swebench", "instances.jsonl", "--repos", "repos", "--specs", "specs.yaml",
               "--out", "tasks", cwd=root)
     assert "imported 5 instance(s)" in res.stdout
