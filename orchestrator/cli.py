@@ -2,6 +2,12 @@
 
 Every error trialbox raises on purpose is printed as one clear message (no
 traceback) and exits with its code; Ctrl-C exits 130.
+
+Messages, progress lines and problems can quote what an agent or a node sent,
+so whatever is printed here goes through ``textsafe.printable_lines``: its own
+line breaks are kept, every control, escape sequence and invisible formatting
+character is shown escaped (``show`` and ``report`` make each logical line
+``printable`` themselves, so a field cannot add a line there either).
 """
 
 from __future__ import annotations
@@ -14,6 +20,21 @@ from pathlib import Path
 
 from . import __version__
 from .errors import TrialboxError, ValidationFailed
+from .textsafe import printable, printable_lines
+
+
+def _print(text: object = "", file=None, flush: bool = False) -> None:
+    """Print ``text`` with every line terminal-safe (``printable_lines``)."""
+    print(printable_lines(str(text)), file=file if file is not None else sys.stdout, flush=flush)
+
+
+def _err(text: object) -> None:
+    _print(text, file=sys.stderr)
+
+
+def _say(line: str) -> None:
+    """The progress callback of long commands: one line (or a few) at once, terminal-safe, flushed."""
+    _print(line, flush=True)
 
 
 def _connect():
@@ -33,14 +54,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
             tasks, task_problems = collect_tasks(loaded)
             problems += task_problems
         for p in problems:
-            print(p, file=sys.stderr)
+            _err(p)
         if problems:
-            print(f"{path}: {len(problems)} problem(s)", file=sys.stderr)
+            _err(f"{path}: {len(problems)} problem(s)")
             status = 1
         else:
             m = loaded.manifest  # type: ignore[union-attr]
-            print(f"{path}: ok ({len(m.candidates)} candidate(s), {len(tasks)} task(s), "
-                  f"{m.execution.trials_per_task} trial(s) per task)")
+            _print(f"{path}: ok ({len(m.candidates)} candidate(s), {len(tasks)} task(s), "
+                   f"{m.execution.trials_per_task} trial(s) per task)")
     return status
 
 
@@ -63,12 +84,12 @@ def cmd_lock(args: argparse.Namespace) -> int:
         try:
             check_lock(loaded, current)
         except DriftError as exc:
-            print(f"{lock_path(loaded.path)}: {exc.message}", file=sys.stderr)
+            _err(f"{lock_path(loaded.path)}: {exc.message}")
             return 1
-        print(f"{lock_path(loaded.path)}: every identifier matches")
+        _print(f"{lock_path(loaded.path)}: every identifier matches")
         return 0
     path = write_lock(loaded, current)
-    print(f"wrote {path}")
+    _print(f"wrote {path}")
     return 0
 
 
@@ -76,7 +97,7 @@ def cmd_images_build(args: argparse.Namespace) -> int:
     from .images import build_images
     from .settings import load_settings
 
-    say = lambda line: print(line, flush=True)  # noqa: E731
+    say = _say
     if args.manifest:
         from .errors import ImageError
         from .taskcheck import build_environments
@@ -84,7 +105,7 @@ def cmd_images_build(args: argparse.Namespace) -> int:
         loaded, tasks = _load_all(Path(args.manifest))
         records, failed = build_environments(loaded, tasks, _connect(), say)
         for tid, why in failed.items():
-            print(f"{tid}: {why}", file=sys.stderr)
+            _err(f"{tid}: {why}")
         for r in records.values():
             print(f"{r.name:10s} {r.image_id} {r.tag}")
         if failed:
@@ -129,13 +150,13 @@ def cmd_verify_events(args: argparse.Namespace) -> int:
     try:
         result = verify_events(Path(args.file), expected_head=args.head)
     except OSError as exc:
-        print(f"error: {args.file}: {exc.strerror}", file=sys.stderr)
+        _err(f"error: {args.file}: {exc.strerror}")
         return 1
     for p in result.problems:
-        print(f"{args.file}: {p}", file=sys.stderr)
+        _err(f"{args.file}: {p}")
     if not result.ok:
         return 1
-    print(f"{args.file}: intact ({result.count} events, final hash {result.head})")
+    _print(f"{args.file}: intact ({result.count} events, final hash {result.head})")
     return 0
 
 
@@ -212,9 +233,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     loaded, tasks = _load_all(Path(args.manifest))
     paths = run_experiment(loaded, tasks, _connect(), Path(args.out) if args.out else None,
-                           say=lambda line: print(line, flush=True), backend=args.backend, ray_address=args.ray_address,
+                           say=_say, backend=args.backend, ray_address=args.ray_address,
                            unchecked=args.unchecked)
-    print(f"results in {paths.root}")
+    _print(f"results in {paths.root}")
     return 0
 
 
@@ -231,7 +252,7 @@ def _run_paths(run: str):
 def cmd_show(args: argparse.Namespace) -> int:
     from .show import show_trial
 
-    print(show_trial(_run_paths(args.run), args.trial))
+    _print(show_trial(_run_paths(args.run), args.trial))  # already printable line by line; this keeps it so
     return 0
 
 
@@ -241,7 +262,7 @@ def cmd_regrade(args: argparse.Namespace) -> int:
 
     paths = _run_paths(args.run)
     loaded, tasks = _run_manifest(paths, args.manifest)
-    changed = regrade_run(paths, loaded, tasks, _connect(), say=lambda line: print(line, flush=True))
+    changed = regrade_run(paths, loaded, tasks, _connect(), say=_say)
     print(f"{changed} verdict(s) changed")
     return 0
 
@@ -250,7 +271,7 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
     from .taskcheck import check_tasks
 
     loaded, tasks = _load_all(Path(args.manifest))
-    ok = check_tasks(loaded, tasks, _connect(), replicates=args.replicates, say=lambda line: print(line, flush=True))
+    ok = check_tasks(loaded, tasks, _connect(), replicates=args.replicates, say=_say)
     return 0 if ok else 1
 
 
@@ -267,7 +288,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         from .html import render
 
         Path(args.html).write_text(render(report))
-    print(to_json(report) if args.json else terminal(report))
+    print(to_json(report) if args.json else terminal(report))  # JSON is ASCII (escaped); terminal() is printable
     return GATE[report["adoption"]["decision"]] if args.gate else 0
 
 
@@ -278,12 +299,14 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     paths = _run_paths(args.run)
     loaded, tasks = _run_manifest(paths)
     out = Path(args.out) if args.out else paths.root.with_name(paths.root.name + "-reproduced")
-    differing = reproduce_run(paths, loaded, tasks, _connect(), out, say=lambda line: print(line, flush=True),
+    differing = reproduce_run(paths, loaded, tasks, _connect(), out, say=_say,
                               backend=args.backend, ray_address=args.ray_address, unchecked=args.unchecked)
     if differing:
-        print(f"{len(differing)} verdict(s) differ from {paths.root}:", *differing, sep="\n  ")
+        _print(f"{len(differing)} verdict(s) differ from {paths.root}:")
+        for trial in differing:
+            _print(f"  {printable(trial)}")
         return 1
-    print(f"every verdict matches {paths.root} (reproduced in {out})")
+    _print(f"every verdict matches {paths.root} (reproduced in {out})")
     return 0
 
 
@@ -315,12 +338,12 @@ def cmd_import_swebench(args: argparse.Namespace) -> int:
     graders_out = Path(args.graders) if args.graders else tasks_out.parent / "graders"
     result = import_swebench(Path(args.file), Path(args.repos), Path(args.specs), tasks_out, graders_out)
     for tid, fields in result.unmapped.items():
-        print(f"{tid}: not mapped (no trialbox meaning): {', '.join(fields)}")
+        _print(f"{tid}: not mapped (no trialbox meaning): {', '.join(fields)}")
     for tid, paths in result.outside_scope.items():
-        print(f"{tid}: warning: its own fix changes files outside the scope, so its oracle would be rejected on "
-              f"scope: {', '.join(paths)} (widen `scope` in the specs file)")
-    print(f"imported {len(result.written)} instance(s) into {tasks_out} and {graders_out}: {', '.join(result.written)}")
-    print("next: `trialbox images build --manifest M` and `trialbox tasks check M` with a manifest selecting them")
+        _print(f"{tid}: warning: its own fix changes files outside the scope, so its oracle would be rejected on "
+               f"scope: {', '.join(paths)} (widen `scope` in the specs file)")
+    _print(f"imported {len(result.written)} instance(s) into {tasks_out} and {graders_out}: {', '.join(result.written)}")
+    _print("next: `trialbox images build --manifest M` and `trialbox tasks check M` with a manifest selecting them")
     return 0
 
 
@@ -438,10 +461,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except ValidationFailed as exc:
         for p in exc.problems:
-            print(p, file=sys.stderr)
+            _err(p)
         return exc.exit_code
-    except TrialboxError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
+    except TrialboxError as exc:  # its message can quote agent data: every line is made printable
+        _err(f"error: {exc.message}")
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -65,6 +65,7 @@ from .nodes import node_info  # noqa: E402
 from .settings import load_settings  # noqa: E402
 from .store import RunPaths  # noqa: E402
 from .tasks import Task  # noqa: E402
+from .textsafe import printable  # noqa: E402
 from .trial import Cancelled, TrialSpec, ended_attempt, run_trial  # noqa: E402
 
 log = get_logger("cluster")
@@ -431,7 +432,7 @@ class RayBackend:
                     problems = [f"node {node_id[:12]}: probe failed: {exc}"]
                     self.rejected.add(node_id)
                 for p in problems:
-                    self.say(f"not using {p}")
+                    self.say(f"not using {printable(p)}")
                 if not problems:
                     self.say(f"node {next(n.name for n in self.nodes.values() if n.id == node_id)} joined")
 
@@ -547,7 +548,7 @@ class RayBackend:
             return spec, NodeError(out["error"])  # its events came back: the spend is read from them
         ran_on = (out["result"].get("node") or {}).get("name")
         if ran_on and ran_on != name:  # a soft-placed retry Ray had to run elsewhere
-            self.say(f"block {spec.block} continues on node {ran_on} instead of {name}: it counts as split")
+            self.say(f"block {spec.block} continues on node {printable(ran_on)} instead of {name}: it counts as split")
             self.block_node[spec.block] = ran_on
         return spec, out["result"]
 

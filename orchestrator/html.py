@@ -6,19 +6,27 @@ distribution, the per-task paired differences, and the decision with its
 reasons. A few lines of script check that every plot rendered and put the
 result in the page title (``trialbox report: ok``), which the test reads from
 headless Chromium.
+
+Every value taken from the report goes through ``_esc`` (``textsafe.html_text``:
+made ``printable``, then HTML-escaped, quotes included), in text and attributes
+alike: candidate names, task ids, node names, reasons and warnings can quote
+what an agent or a node sent. Only trialbox's own constants (sizes, colours)
+and numbers it formats itself are interpolated as they are.
 """
 
 from __future__ import annotations
 
-import html
 from typing import Any
+
+from .textsafe import html_text
 
 W, H, PAD = 520, 260, 44
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"]
 
 
 def _esc(x: Any) -> str:
-    return html.escape(str(x))
+    """Any value as HTML text or attribute content: ``printable``, then escaped (``&<>"'``)."""
+    return html_text(x)
 
 
 def _frame(title: str, body: str, x_label: str, y_label: str) -> str:
@@ -46,7 +54,7 @@ def pass_plot(report: dict[str, Any], metric: str, label: str) -> str:
     x = lambda k: _scale(k, ks[0], ks[-1], PAD + 20, W - 170)  # noqa: E731
     y = lambda v: _scale(v, 0, 1, H - PAD, 16)  # noqa: E731
     parts = [f'<text x="{PAD - 6}" y="{y(t) + 4}" text-anchor="end" font-size="10">{t:.1f}</text>' for t in (0, 0.5, 1)]
-    parts += [f'<text x="{x(k)}" y="{H - PAD + 14}" text-anchor="middle" font-size="10">{k}</text>' for k in ks]
+    parts += [f'<text x="{x(k)}" y="{H - PAD + 14}" text-anchor="middle" font-size="10">{_esc(k)}</text>' for k in ks]
     for i, name in enumerate(names):
         color, pts = COLORS[i % len(COLORS)], []
         for k in ks:
@@ -127,8 +135,8 @@ def render(report: dict[str, Any]) -> str:
     run = report["run"]
     badge = {"ADOPT": "#2ca02c", "REJECT": "#d62728", "INCONCLUSIVE": "#ff7f0e"}.get(a["decision"], "#777")
     rows = "".join(
-        f"<tr><td>{_esc(n)}</td><td>{c['n_accepted']}/{c['n_trials_in_denominator']}</td>"
-        f"<td>{c['infra_errors']}</td><td>{_esc(c['excluded'] or '')}</td><td>${c['cost_usd_total']:.4f}</td>"
+        f"<tr><td>{_esc(n)}</td><td>{_esc(c['n_accepted'])}/{_esc(c['n_trials_in_denominator'])}</td>"
+        f"<td>{_esc(c['infra_errors'])}</td><td>{_esc(c['excluded'] or '')}</td><td>${c['cost_usd_total']:.4f}</td>"
         f"<td>{c['latency_p50_s'] or 0:.1f}s / {c['latency_p95_s'] or 0:.1f}s</td></tr>"
         for n, c in report["candidates"].items())
     plots = [pass_plot(report, "pass_at_k", "pass@k"), pass_plot(report, "pass_hat_k", "pass^k"), cost_plot(report),
@@ -138,11 +146,11 @@ def render(report: dict[str, Any]) -> str:
     node_rows = "".join(
         f"<tr><td>{_esc(n)}</td><td>{_esc(e['hardware'].get('cpus'))} × {_esc(e['hardware'].get('cpu_model'))}, "
         f"{_esc(e['hardware'].get('memory_mb'))} MiB, Docker {_esc(e['hardware'].get('docker'))}</td>"
-        f"<td>{e['accepted']}/{e['trials']}</td><td>"
-        + ", ".join(f"{_esc(c)} {v['accepted']}/{v['trials']}" for c, v in e["by_candidate"].items()) + "</td></tr>"
+        f"<td>{_esc(e['accepted'])}/{_esc(e['trials'])}</td><td>"
+        + ", ".join(f"{_esc(c)} {_esc(v['accepted'])}/{_esc(v['trials'])}" for c, v in e["by_candidate"].items()) + "</td></tr>"
         for n, e in nodes["by_node"].items())
-    node_table = (f"<h2>By node</h2><p>{len(nodes.get('split_blocks', []))}/{nodes.get('blocks', 0)} block(s) split "
-                  f"across nodes; {nodes.get('lost_attempts', 0)} attempt(s) lost with a node</p><table><tr><th>node</th>"
+    node_table = (f"<h2>By node</h2><p>{len(nodes.get('split_blocks', []))}/{_esc(nodes.get('blocks', 0))} block(s) split "
+                  f"across nodes; {_esc(nodes.get('lost_attempts', 0))} attempt(s) lost with a node</p><table><tr><th>node</th>"
                   f"<th>hardware</th><th>accepted</th><th>by candidate</th></tr>{node_rows}</table>")
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>trialbox report</title>
 <style>body{{font:14px system-ui,sans-serif;margin:24px;max-width:1100px}}figure{{display:inline-block;margin:8px}}
@@ -150,8 +158,8 @@ figcaption{{font-weight:600;margin-bottom:4px}}table{{border-collapse:collapse}}
 .decision{{color:#fff;background:{badge};padding:6px 12px;display:inline-block;border-radius:4px;font-weight:700}}
 .warn{{color:#a60}}</style></head><body>
 <h1>trialbox report — run {_esc(run['id'])}</h1>
-<p>{run['finished_trials']}/{run['planned_trials']} trials{' — PROVISIONAL (unfinished run)' if run['provisional'] else ''};
-primary metric {_esc(report['primary_metric'])}; confidence {report['confidence']}</p>{warnings}
+<p>{_esc(run['finished_trials'])}/{_esc(run['planned_trials'])} trials{' — PROVISIONAL (unfinished run)' if run['provisional'] else ''};
+primary metric {_esc(report['primary_metric'])}; confidence {_esc(report['confidence'])}</p>{warnings}
 <p class="decision">{_esc(a['decision'])}</p><ul>{''.join(f'<li>{_esc(r)}</li>' for r in a['reasons'])}</ul>
 <table><tr><th>candidate</th><th>accepted</th><th>infra errors</th><th>excluded</th><th>cost</th><th>latency p50/p95</th></tr>{rows}</table>
 {node_table}

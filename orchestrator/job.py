@@ -43,6 +43,7 @@ from .sandbox.gc import collect_garbage
 from .settings import load_settings
 from .store import RunPaths, Store
 from .tasks import Task
+from .textsafe import printable
 from .log import get_logger
 from .trial import Cancelled, TrialSpec
 
@@ -99,8 +100,8 @@ def _progress(say: Callable[[str], None], done: int, total: int, running: int, f
     v = result["verdict"]
     label = f"{v['outcome']}({v['kind']})" if v["kind"] else v["outcome"]
     if show_node:
-        label += f" on {(result.get('node') or {}).get('name')}"
-    reasons = f" [{', '.join(v['reasons'])}]" if v["reasons"] else ""
+        label += f" on {printable((result.get('node') or {}).get('name'))}"
+    reasons = f" [{', '.join(printable(r) for r in v['reasons'])}]" if v["reasons"] else ""  # one line, whatever they hold
     elapsed = time.monotonic() - t0
     eta = elapsed / done * (total - done) if done else 0.0
     say(f"[{done}/{total}] {spec.trial_id:46s} {label}{reasons}  {result['duration_s'] or 0:.1f}s ${result.get('cost_usd') or 0:.4f}"

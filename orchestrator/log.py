@@ -2,14 +2,64 @@
 
 ``configure()`` is called by the command line, never at import time. Per-trial
 context is bound with ``structlog.contextvars.bound_contextvars(trial_id=...)``.
+
+Log fields often carry what an agent influenced (an error's text, a command, a
+path), so ``printable_event`` runs before either renderer: every string in the
+event dict, keys and nested values included, is made ``printable``, and one log
+call stays one line with no escape sequence reaching the terminal. A traceback
+(``exc_info``, ``stack``) keeps its own line breaks, each line made printable.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import traceback
+from typing import Any
 
 import structlog
+
+from .textsafe import printable, printable_lines
+
+
+def _printable_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {_printable_value(k): _printable_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable_value(v) for v in value]
+    if isinstance(value, (tuple, set, frozenset)):
+        return tuple(_printable_value(v) for v in value)
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return printable(repr(value))  # what either renderer would show of it (an exception's text, a path), made safe
+
+
+def _exc_text(exc_info: Any) -> str | None:
+    if isinstance(exc_info, BaseException):
+        exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
+    elif not isinstance(exc_info, tuple):
+        exc_info = sys.exc_info()
+    if exc_info[0] is None:
+        return None
+    return "".join(traceback.format_exception(*exc_info)).rstrip("\n")
+
+
+def printable_event(logger: Any, method_name: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    """A structlog processor: every string of the event (keys too) ``printable``; a traceback formatted here
+    (so no renderer prints it raw) with each of its lines printable."""
+    out: dict[str, Any] = {}
+    for key, value in event_dict.items():
+        if key == "exc_info":
+            if value and (text := _exc_text(value)) is not None:
+                out["exception"] = printable_lines(text)
+            continue
+        if key in ("exception", "stack") and isinstance(value, str):
+            out[key] = printable_lines(value)
+            continue
+        out[_printable_value(key)] = _printable_value(value)
+    return out
 
 
 def configure(level: str = "INFO", json: bool | None = None) -> None:
@@ -22,6 +72,7 @@ def configure(level: str = "INFO", json: bool | None = None) -> None:
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            printable_event,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),

@@ -1,7 +1,9 @@
 """The report: metrics per candidate, paired comparisons and the adoption decision.
 
 ``build_report`` turns a run folder into the results document of DESIGN.md
-(``schemas/report.schema.json``); ``terminal`` prints it for people;
+(``schemas/report.schema.json``); ``terminal`` prints it for people (every
+logical line made ``printable``: names, reasons and warnings can quote what an
+agent or a node sent);
 ``decision_exit_code`` serves ``--gate``. Exclusions are only the outcome kinds
 the manifest declared, reported with both denominators; infrastructure errors
 are always shown. A report on an unfinished run is provisional and decides
@@ -19,6 +21,7 @@ from .manifest import Manifest
 from .stats import (few_clusters_warning, mean_interval, paired_difference, pass_at_k, pass_hat_k, quantile,
                     ratio_interval, sample_size_hint)
 from .store import RunPaths, Store
+from .textsafe import printable
 
 SCHEMA_VERSION = 1
 GATE = {"ADOPT": 0, "REJECT": 1, "INCONCLUSIVE": 3, "NONE": 3}
@@ -339,8 +342,9 @@ def terminal(report: dict[str, Any]) -> str:
                      f"{fmt(comp['difference'])}" + (f"; sample-size hint {comp['sample_size_hint']} tasks"
                                                      if comp.get("sample_size_hint") else ""))
     a = report["adoption"]
-    lines.append(f"decision: {a['decision']}" + "".join(f"\n    {r}" for r in a["reasons"]))
-    return "\n".join(lines)
+    lines.append(f"decision: {a['decision']}")
+    lines += [f"    {r}" for r in a["reasons"]]
+    return "\n".join(printable(line) for line in lines)  # one logical line each: nothing in a field forges a line
 
 
 def to_json(report: dict[str, Any]) -> str:

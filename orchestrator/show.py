@@ -1,4 +1,10 @@
-"""``trialbox show``: a trial's verdict, its criteria with evidence, and its event timeline."""
+"""``trialbox show``: a trial's verdict, its criteria with evidence, and its event timeline.
+
+Nearly everything shown was influenced by the agent (commands, outputs, summaries, paths, stop details, model
+text, evidence). The output is built as a list of logical lines and each passes through ``printable`` just
+before the join: a newline inside a field cannot make a line of its own, and no control, escape sequence or
+invisible formatting character reaches the terminal.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from typing import Any
 from .errors import TrialboxError
 from .events import read_events, verify_events
 from .store import RunPaths, Store
+from .textsafe import printable
 
 
 def _evidence(evidence: dict[str, Any]) -> str:
@@ -62,4 +69,4 @@ def show_trial(paths: RunPaths, trial_id: str) -> str:
         lines.append(f"events ({check.count}, {'intact' if check.ok else 'TAMPERED: ' + '; '.join(check.problems)}):")
         lines += [f"  {e['seq']:3d} {_event_line(e)}" for e in read_events(events_file)
                   if e["kind"] not in ("log_opened", "log_closed")]
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
