@@ -89,7 +89,7 @@ class EventLog:
     def append(self, kind: str, source: str = "harness", **fields: Any) -> dict[str, Any]:
         """Write one event and return it (with its hash)."""
         escaped: list[str] = []
-        fields = recordable_data(fields, escaped=escaped)  # whatever the agent sent is recorded, never refused
+        fields = recordable_data(fields, escaped=escaped, raw_bytes=False)  # as sent (JSON): recorded, never refused
         if escaped:
             fields["escaped"] = escaped
         with self._lock:

@@ -101,7 +101,10 @@ def _tar_tree(root: Path, out: Path) -> None:
         ti.uid, ti.gid, ti.uname, ti.gname, ti.mtime = SANDBOX_UID, SANDBOX_GID, "", "", 946684800
         return ti
 
-    tmp = out.with_suffix(".tmp")
+    fd, name = tempfile.mkstemp(dir=out.parent, prefix=out.name, suffix=".tmp")  # concurrent builds never collide
+    os.fchmod(fd, 0o644)
+    os.close(fd)
+    tmp = Path(name)
     with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tf:
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames.sort()
@@ -129,5 +132,9 @@ def materialize(task: Task, cache_dir: Path) -> MaterializedRepo:
         commit = _git(work, "rev-parse", "HEAD")
         _strip_git_dir(work / ".git")
         _tar_tree(work, tar_path)
-    commit_file.write_text(commit + "\n")
+    fd, name = tempfile.mkstemp(dir=cache_dir, prefix=commit_file.name, suffix=".tmp")
+    os.fchmod(fd, 0o644)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(commit + "\n")
+    os.replace(name, commit_file)  # two builds of one source write the same content: either may win
     return MaterializedRepo(commit, identity, tar_path)

@@ -36,6 +36,9 @@ def _event_line(e: dict[str, Any]) -> str:
         return (f"model      {e.get('model_served')} in={e.get('input_tokens')} out={e.get('output_tokens')} "
                 f"cache_r={e.get('cache_read_tokens')} cache_w={e.get('cache_write_tokens')} ${e.get('cost_usd', 0):.5f} "
                 f"stop={e.get('stop_reason')} retries={e.get('retries')}")
+    if kind == "tool_started":  # no result was ever recorded for it: the harness stopped during the call
+        args = e.get("arguments") or {}
+        return f"{e.get('tool', ''):10s} {str(args)[:90]!r} STARTED, NO RESULT RECORDED"
     if kind == "model_tool_use":
         return f"reported   {e.get('tool')} {str(e.get('arguments'))[:90]!r} (model-reported, not observed)"
     if kind == "stop":
@@ -67,6 +70,10 @@ def show_trial(paths: RunPaths, trial_id: str) -> str:
     if events_file.exists():
         check = verify_events(events_file, expected_head=row.get("events_anchor"))
         lines.append(f"events ({check.count}, {'intact' if check.ok else 'TAMPERED: ' + '; '.join(check.problems)}):")
-        lines += [f"  {e['seq']:3d} {_event_line(e)}" for e in read_events(events_file)
-                  if e["kind"] not in ("log_opened", "log_closed")]
+        events = read_events(events_file)
+        ended = {e.get("started_seq") for e in events if e["kind"] == "tool"}
+        for e in events:
+            if e["kind"] in ("log_opened", "log_closed") or (e["kind"] == "tool_started" and e["seq"] in ended):
+                continue  # a call that returned is shown once, by its result
+            lines.append(f"  {e['seq']:3d} {_event_line(e)}")
     return "\n".join(printable(line) for line in lines)

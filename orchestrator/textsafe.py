@@ -12,15 +12,18 @@ Three rules keep that data from breaking or forging anything:
   dropped and nothing raises. ``path_bytes`` gives a path's exact bytes.
 * **Terminals** (``show``, ``report``, progress lines, console logs):
   ``printable`` escapes every control, format (bidirectional overrides,
-  zero-width), surrogate, private-use and line/paragraph-separator character,
-  newlines included, so one logical line stays one line and no escape
-  sequence reaches the terminal.
+  zero-width), surrogate, private-use, line/paragraph-separator and space
+  character other than the plain space, and the letters that print as
+  nothing (Hangul fillers, the braille blank), newlines included, and shows a
+  long run of spaces by its length, so one logical line stays one line, no
+  escape sequence reaches the terminal and wrapping cannot fake a line.
 * **HTML**: ``html.escape`` of the ``printable`` form.
 """
 
 from __future__ import annotations
 
 import html
+import re
 import unicodedata
 from typing import Any
 
@@ -40,15 +43,16 @@ def encodable(text: str) -> bool:
     return True
 
 
-def recordable(text: str) -> str:
-    """``text`` as valid Unicode: a surrogate-escaped byte becomes ``\\xNN``, any other lone surrogate
-    ``\\uNNNN``. Unchanged when it already encodes (the common case costs one encode)."""
+def recordable(text: str, raw_bytes: bool = True) -> str:
+    """``text`` as valid Unicode: a surrogate-escaped byte becomes ``\\xNN`` (with ``raw_bytes``: text read
+    from the workspace, where such a surrogate stands for a byte of a name), any other lone surrogate
+    ``\\uNNNN`` (what JSON from a model carries). Unchanged when it already encodes (one encode)."""
     if encodable(text):
         return text
     out = []
     for ch in text:
         code = ord(ch)
-        if 0xDC80 <= code <= 0xDCFF:
+        if raw_bytes and 0xDC80 <= code <= 0xDCFF:
             out.append(f"\\x{code - 0xDC00:02x}")
         elif 0xD800 <= code <= 0xDFFF:
             out.append(f"\\u{code:04x}")
@@ -57,32 +61,38 @@ def recordable(text: str) -> str:
     return "".join(out)
 
 
-def recordable_data(value: Any, where: str = "", escaped: list[str] | None = None) -> Any:
+def recordable_data(value: Any, where: str = "", escaped: list[str] | None = None, raw_bytes: bool = True) -> Any:
     """A copy of a JSON-like value whose strings (keys too) are all ``recordable``; the dotted paths of
     what had to be escaped are appended to ``escaped``."""
     if isinstance(value, str):
-        safe = recordable(value)
+        safe = recordable(value, raw_bytes)
         if safe is not value and escaped is not None:
             escaped.append(where or "(value)")
         return safe
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            key = recordable(k) if isinstance(k, str) else k
+            key = recordable(k, raw_bytes) if isinstance(k, str) else k
             if key is not k and escaped is not None:
                 escaped.append(f"{where}.{key}(key)" if where else f"{key}(key)")
-            out[key] = recordable_data(v, f"{where}.{key}" if where else str(key), escaped)
+            out[key] = recordable_data(v, f"{where}.{key}" if where else str(key), escaped, raw_bytes)
         return out
     if isinstance(value, (list, tuple)):
-        return [recordable_data(v, f"{where}[{i}]", escaped) for i, v in enumerate(value)]
+        return [recordable_data(v, f"{where}[{i}]", escaped, raw_bytes) for i, v in enumerate(value)]
     return value
+
+
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u180e")
+"""Characters that are letters or symbols by category but print as nothing (Hangul fillers, braille blank)."""
+_SPACE_RUN = re.compile(" {16,}")
+"""A run this long of plain spaces is shown by its length: wrapped by a terminal, it could fake a line."""
 
 
 def _unsafe(ch: str) -> bool:
     if ch in _KEEP:
         return False
     category = unicodedata.category(ch)
-    return category[0] == "C" or category in ("Zl", "Zp")
+    return category[0] == "C" or category in ("Zl", "Zp", "Zs") or ch in _BLANK_LETTERS
 
 
 def printable(text: Any) -> str:
@@ -90,6 +100,8 @@ def printable(text: Any) -> str:
     (escape sequences, carriage returns, newlines, tabs, bidi overrides, zero-width marks,
     surrogates) replaced by its visible escape."""
     text = recordable(text if isinstance(text, str) else str(text))
+    if "                " in text:
+        text = _SPACE_RUN.sub(lambda m: f" [{len(m.group())} spaces] ", text)
     if text.isascii() and text.isprintable():
         return text
     out = []

@@ -242,8 +242,13 @@ def read_tar(stream: io.RawIOBase | io.BufferedIOBase, root: str, limits: Export
 
 
 # Lists the workspace: type, size, link count and path (bytes, NUL-terminated), .git pruned; "END" last.
-LIST_SCRIPT = r"""cd "$1" || exit 3
-find . -path ./.git -prune -o ! -path . -printf '%y\t%s\t%n\t%P\0' || echo "find failed" >&2
+# Whatever stops it from seeing everything (a folder it cannot enter) is an "ERR" record: never silence.
+LIST_SCRIPT = r"""if ! cd "$1" 2>/dev/null; then printf 'ERR\tthe workspace cannot be entered\0END\0'; exit 0; fi
+find . -path ./.git -prune -o ! -path . -printf '%y\t%s\t%n\t%P\0' 2>/tmp/.trialbox-find.err
+rc=$?
+if [ "$rc" -ne 0 ] || [ -s /tmp/.trialbox-find.err ]; then
+  printf 'ERR\tthe listing is incomplete (find exited %s): %s\0' "$rc" "$(head -c 1500 /tmp/.trialbox-find.err | tr '\000\n' '  ')"
+fi
 printf 'END\0'"""
 # Reads one entry through a chain of relative `cd`s (no path handed to a syscall exceeds the limit):
 # "f <size>\n<bytes>" for a regular file, "l\n<target>" for a symlink, "d\n" for a folder.
@@ -252,7 +257,7 @@ shift
 while [ "$#" -gt 0 ]; do
   p=$(printf '%bx' "$1"); p=${p%x}  # each piece arrives as octal escapes: any byte of a name survives
   shift
-  if [ "$#" -gt 0 ]; then cd -- "$p" || exit 3; fi
+  if [ "$#" -gt 0 ]; then cd -P "./$p" || exit 3; fi  # -P: chdir to the relative piece, not to a joined path
 done
 if [ -L "$p" ]; then printf 'l\n'; exec readlink -- "$p"; fi
 if [ -d "$p" ]; then printf 'd\n'; exit 0; fi
@@ -271,13 +276,18 @@ class Entry:
     links: int
 
 
-def parse_listing(data: bytes) -> dict[str, Entry] | None:
-    """``find``'s records by path; None when the output is incomplete (no end marker)."""
+def parse_listing(data: bytes, errors: list[str] | None = None) -> dict[str, Entry] | None:
+    """``find``'s records by path; None when the output is incomplete (no end marker). What kept the listing
+    from being whole (``ERR`` records) is appended to ``errors``."""
     records = data.split(b"\0")
     if len(records) < 2 or records[-2] != b"END" or records[-1] != b"":
         return None
     out = {}
     for record in records[:-2]:
+        if record.startswith(b"ERR\t"):
+            if errors is not None:
+                errors.append(record[4:].decode("utf-8", "backslashreplace"))
+            continue
         kind, _, rest = record.partition(b"\t")
         size, _, rest = rest.partition(b"\t")
         links, _, name = rest.partition(b"\t")
@@ -336,8 +346,10 @@ def _complete(tree: Tree, sandbox: Sandbox, workdir: str, limits: ExportLimits, 
         if res.timed_out or res.stdout_size > len(res.stdout):
             tree.problems.append("the workspace's listing did not fit the export bounds: it cannot be checked whole")
             return
-        listing = parse_listing(res.stdout)
+        errors: list[str] = []
+        listing = parse_listing(res.stdout, errors)
         if listing is not None:
+            tree.problems += errors  # the sandbox's own listing is not whole: what it cannot see cannot be checked
             break
     if listing is None:
         raise SandboxError("the engine kept losing the output of the workspace listing", container=sandbox.spec.name)
@@ -383,7 +395,13 @@ def export_workspace(sandbox: Sandbox, workdir: str = "/workspace", limits: Expo
     The sandbox is started again for the listing and stopped before this returns."""
     root = posixpath.basename(workdir.rstrip("/"))
     deadline = time.monotonic() + limits.timeout_s
-    tree = read_tar(io.BufferedReader(_ChunkReader(iter(sandbox.copy_out(workdir)), deadline)), root, limits)
+    stream = sandbox.copy_out(workdir)
+    try:
+        tree = read_tar(io.BufferedReader(_ChunkReader(iter(stream), deadline)), root, limits)
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()  # a stream left half-read (the export's bounds) would hold the container
     resume = getattr(sandbox, "resume", None)
     if resume is None:
         tree.skipped.append("this sandbox cannot list its workspace: the export was not checked against a listing")

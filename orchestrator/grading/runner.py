@@ -38,6 +38,7 @@ import hashlib
 import json
 import posixpath
 import random
+import secrets
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -52,6 +53,7 @@ from ..sandbox.docker import DockerSandbox
 from ..tasks import Task
 from ..install import InstallResult, restore_outputs, run_install, stash_outputs_and_clear
 from .diff import is_artifact
+from ..textsafe import path_bytes
 from .export import Tree, resolve
 from .trusted import config_copy, trusted_tests
 
@@ -59,6 +61,10 @@ TOOLS = Path(__file__).with_name("grader_tools")
 TOOLS_MOUNT = "/opt/trialbox-grader"
 OUT = "/tmp/grader-out"
 CONFIG = "/tmp/trialbox-grader.json"
+MAX_GRADER_PATH = 3800
+"""Longer workspace paths (bytes) are not put into the grader's workspace: the engine's archive cannot
+create them (its host-side path passes ``PATH_MAX``). They are exported and scanned like any file; no
+test can import from there in practice."""
 
 
 @dataclass(frozen=True)
@@ -132,7 +138,10 @@ class Composition:
     original: Tree | None = None
     """The trusted initial commit, on which the install step runs before the final files go in."""
     ignored: list[str] = field(default_factory=list)
-    """Bytecode and test caches left out of the grader's workspace (artifacts of running tools, never tampering)."""
+    """Left out of the grader's workspace, never tampering: bytecode and test caches (artifacts of running tools)
+    and paths longer than ``MAX_GRADER_PATH``."""
+    phrase: str = ""
+    """What every tripwire must fail with (see ``tripwire_phrase``)."""
 
 
 def _ancestors(path: str) -> list[str]:
@@ -167,22 +176,33 @@ def _trusted(final: Tree, original: Tree, task: Task) -> tuple[dict[str, bytes],
 
 
 WORDS = ("parse", "format", "render", "load", "merge", "split", "order", "limit", "value", "range", "cache", "state",
-         "record", "entry", "total", "round", "match", "index", "update", "report", "config", "export", "lookup", "batch")
+         "record", "entry", "total", "round", "match", "index", "update", "report", "config", "export", "lookup", "batch",
+         "count", "field", "group", "label", "level", "table", "token", "width", "block", "check", "clean", "event",
+         "frame", "input", "layer", "model", "node", "offset", "owner", "price", "queue", "score", "shape", "stack",
+         "store", "style", "title", "trace", "unit", "user", "view", "weight", "window", "year", "amount", "header")
 
 
-def _tripwires(nonce: str, folders: list[str], taken: set[str]) -> tuple[dict[str, bytes], list[str]]:
-    """One held-out test per test-file group, beside the group's file, that must fail with the nonce in its
-    failure message. Named like ordinary tests (words, no trialbox vocabulary), so code that forges results
-    from inside the test process cannot tell it from the held-out tests it wants to pass."""
-    rng = random.Random(nonce)
+def tripwire_phrase() -> str:
+    """What a tripwire must fail with: ordinary-looking words and numbers (about 50 random bits), so forging code
+    cannot tell the tripwire's failure from a real one by its message's shape (a hex nonce would give it away)."""
+    rng = secrets.SystemRandom()
+    words = [rng.choice(WORDS) for _ in range(5)]
+    return f"{words[0]} {rng.randrange(10, 9999)} {words[1]} {words[2]} {rng.randrange(10, 9999)} {words[3]} {words[4]}"
+
+
+def _tripwires(phrase: str, folders: list[str], taken: set[str]) -> tuple[dict[str, bytes], list[str]]:
+    """One held-out test per test-file group, beside the group's file, that must fail with ``phrase`` in its
+    failure message. Named like ordinary tests (words, no trialbox vocabulary) and failing like one, so code that
+    forges results from inside the test process cannot tell it from the held-out tests it wants to pass."""
+    rng = random.Random(phrase)
     files, nodes = {}, []
     for folder in folders:
         path = ""
         while not path or path in taken or path in files:  # never over a file of the repository or the agent
             a, b, c = rng.sample(WORDS, 3)
             path = posixpath.join(folder, f"test_{a}_{b}_{rng.randrange(100)}.py")
-        body = (f'def _{c}():\n    return "{nonce}"\n\n\n'
-                f'def test_{b}_{c}():\n    assert _{c}() == "{a}", _{c}()\n')  # the nonce even under --assert=plain
+        body = (f'def _{c}():\n    return "{phrase}"\n\n\n'
+                f'def test_{b}_{c}():\n    assert _{c}() == "{a}", _{c}()\n')  # the phrase even under --assert=plain
         files[path] = body.encode()
         nodes.append(f"{path}::test_{b}_{c}")
     return files, nodes
@@ -196,17 +216,18 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
     tree = dataclasses.replace(final, files=dict(final.files), executable=set(final.executable),
                                symlinks=dict(final.symlinks), dirs=set(final.dirs), skipped=[])
     restored, removed = [], []
-    ignored = sorted(p for p in [*tree.files, *tree.symlinks] if is_artifact(p))
+    ignored = sorted(p for p in [*tree.files, *tree.symlinks, *tree.dirs]
+                     if is_artifact(p) or len(path_bytes(p)) > MAX_GRADER_PATH)
     for path in ignored:  # stale or planted bytecode never runs (any run of the tests leaves some: not tampering)
         _drop(tree, path)
-    tree.dirs = {d for d in tree.dirs if not is_artifact(d)}
+    tree.dirs = {d for d in tree.dirs if not is_artifact(d) and len(path_bytes(d)) <= MAX_GRADER_PATH}
     trusted, _, absent = _trusted(final, original, task)
     for path in sorted(absent - set(ignored)):
         _drop(tree, path)
         removed.append(path)
-    nonce = uuid.uuid4().hex + uuid.uuid4().hex[:8]
+    nonce, phrase = uuid.uuid4().hex + uuid.uuid4().hex[:8], tripwire_phrase()
     files = test_files(task.grader.fail_to_pass + task.grader.pass_to_pass)
-    wires, tripwires = _tripwires(nonce, [posixpath.dirname(f) for f in files],
+    wires, tripwires = _tripwires(phrase, [posixpath.dirname(f) for f in files],
                                   set(tree.files) | set(tree.symlinks) | set(trusted) | set(original.files))
     config_path, config_body, config_source = config_copy(original, files, nonce)
     trusted_all = {**trusted, **wires, config_path: config_body}
@@ -232,7 +253,7 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
         for parent in _ancestors(path):
             tree.dirs.add(parent)
     return Composition(tree, sorted(set(restored)), sorted(set(removed)), trusted_all, tripwires, nonce,
-                       config_path, config_source, original, ignored)
+                       config_path, config_source, original, ignored, phrase)
 
 
 def _parse_junit(data: bytes, messages: dict[str, str] | None = None) -> dict[str, str]:
@@ -362,8 +383,8 @@ def _check_tripwires(run: TestRun, comp: Composition, outcomes: dict[str, str], 
         if outcomes.get(node) != "failed" or junit.get(node) != "failed":
             run.integrity.append(f"the tripwire test {node} must fail and was reported {outcomes.get(node)}/{junit.get(node)}: "
                                  "results were forged from inside the test process")
-        elif comp.nonce not in messages.get(_junit_key(node), ""):
-            run.integrity.append(f"the tripwire test {node} failed without its nonce: the failure report was forged")
+        elif comp.phrase not in messages.get(_junit_key(node), ""):
+            run.integrity.append(f"the tripwire test {node} failed without its phrase: the failure report was forged")
 
 
 def _valid_results(data) -> dict:

@@ -34,6 +34,7 @@ import io
 import lzma
 import re
 import secrets
+import unicodedata
 import urllib.parse
 import zipfile
 import zlib
@@ -90,8 +91,10 @@ def variants(value: str) -> frozenset[str]:
     forms = {value, value[::-1], raw.hex(), raw.hex().upper(), urllib.parse.quote(value, safe=""),
              codecs.encode(value, "rot13"), codecs.encode(value, "rot13")[::-1]}
     forms |= _fragments(raw, base64.b64encode, 6, 3) | _fragments(raw, base64.urlsafe_b64encode, 6, 3)
-    forms |= _fragments(raw, base64.b32encode, 5, 5)
+    b32 = _fragments(raw, base64.b32encode, 5, 5)
+    forms |= b32 | {f.lower() for f in b32}
     forms |= {"".join(f"%{b:02X}" for b in raw), "".join(f"%{b:02x}" for b in raw)}
+    forms |= {f[::-1] for f in list(forms)}  # each encoding written backwards too
     return frozenset(f for f in forms if len(f) >= 8)
 
 
@@ -161,7 +164,7 @@ class ScanBounds:
     """What one compressed stream or archive member may decompress to."""
     max_total_bytes: int = 128 << 20
     """What one trial's scan may decode in all."""
-    max_streams: int = 256
+    max_streams: int = 4096
     """Compressed streams or encoded runs opened in one trial."""
 
 
@@ -182,7 +185,7 @@ class Scan:
 _MAGIC = re.compile(rb"\x1f\x8b\x08|\x78[\x01\x5e\x9c\xda]|BZh[1-9]1AY&SY|\xfd7zXZ\x00|\x5d\x00\x00|PK\x03\x04")
 _B64_RUN = re.compile(rb"[A-Za-z0-9+/_-]{24,}={0,2}")
 _HEX_RUN = re.compile(rb"(?:[0-9a-fA-F]{2}){16,}")
-MAX_SIGNATURES = 64
+MAX_SIGNATURES = 4096
 """Places in one file where a compressed stream is tried (a signature can occur by chance in binary data)."""
 _EBCDIC = "cp037"  # cp500 and cp1140 give letters and digits the same bytes
 
@@ -209,10 +212,11 @@ def _decompress(data: bytes, at: int, limit: int) -> list[tuple[bytes, bool]]:
             d = lzma.LZMADecompressor(lzma.FORMAT_ALONE)
         else:
             d = zlib.decompressobj()
+        view = memoryview(data)[at:]  # no copy per candidate signature
         if isinstance(d, (bz2.BZ2Decompressor, lzma.LZMADecompressor)):
-            chunk = d.decompress(data[at:], max_length=limit + 1)
+            chunk = d.decompress(view, max_length=limit + 1)
         else:
-            chunk = d.decompress(data[at:], limit + 1)
+            chunk = d.decompress(view, limit + 1)
         if chunk:
             out.append((chunk[:limit], len(chunk) > limit))
     except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError, zipfile.BadZipFile, NotImplementedError,
@@ -221,14 +225,46 @@ def _decompress(data: bytes, at: int, limit: int) -> list[tuple[bytes, bool]]:
     return out
 
 
+_ESCAPE_PREFIX = re.compile(r"0x|\\x|\\u00|&#x|%(?=[0-9A-Fa-f]{2})", re.I)
+_DECIMAL_RUN = re.compile(rb"(?:\d{1,3}[\s,;]+){7,}\d{1,3}")
+_OCTAL_RUN = re.compile(rb"(?:\\[0-7]{1,3}){8,}")
+_ENTITY = re.compile(r"&#\d{1,7};")
+_B85_RUN = re.compile(rb"[0-9A-Za-z!#$%&()*+\-;<=>?@^_`{|}~]{20,}")
+_A85_RUN = re.compile(rb"[!-u]{20,}")
+
+
 def _texts(data: bytes) -> list[str]:
-    """The ways text can sit in these bytes: Latin-1 (every byte); with NUL bytes removed (UTF-16 and
-    UTF-32 of the canaries' ASCII, either byte order, any alignment); EBCDIC."""
-    texts = [data.decode("latin-1")]
+    """The ways text can sit in these bytes: Latin-1 (every byte); with NUL bytes removed (UTF-16 and UTF-32
+    of the canaries' ASCII, either byte order, any alignment); EBCDIC; UTF-8 folded to its plain letters
+    (NFKD: fullwidth and compatibility forms, accents split off; invisible, combining and spacing characters removed); with
+    escape prefixes removed (``0x74, 0x62`` or ``\\x74\\x62`` is then hex); numeric character references."""
+    latin = data.decode("latin-1")
+    texts = [latin]
     if b"\0" in data:
         texts.append(data.replace(b"\0", b"").decode("latin-1"))
     texts.append(data.decode(_EBCDIC))
+    if not data.isascii():
+        folded = unicodedata.normalize("NFKD", data.decode("utf-8", "ignore"))
+        texts.append("".join(ch for ch in folded if unicodedata.category(ch)[0] not in "CMZ"))
+    if _ESCAPE_PREFIX.search(latin):
+        texts.append(_ESCAPE_PREFIX.sub("", latin))
+    if "&#" in latin:
+        texts.append(_ENTITY.sub(lambda m: chr(min(int(m.group()[2:-1]), 0x10FFFF)), latin))
     return texts
+
+
+def _numbers(data: bytes) -> list[bytes]:
+    """Bytes written as decimal lists (``116, 98, …``) or octal escapes (``\\164\\142…``)."""
+    out = []
+    for m in _DECIMAL_RUN.finditer(data):
+        values = [int(v) for v in re.split(rb"[\s,;]+", m.group()) if v]
+        if all(v < 256 for v in values):
+            out.append(bytes(values))
+    for m in _OCTAL_RUN.finditer(data):
+        values = [int(v, 8) for v in m.group().split(b"\\") if v]
+        if all(v < 256 for v in values):
+            out.append(bytes(values))
+    return out
 
 
 def scan(canaries: list[str], blobs: list[bytes], bounds: ScanBounds = ScanBounds()) -> Scan:
@@ -244,6 +280,8 @@ def _scan_bytes(canaries: list[str], data: bytes, depth: int, bounds: ScanBounds
         return
     for text in _texts(data):  # a piece of a canary split over two files is a long fragment in one of them
         result.found |= set(find(canaries, text))
+    for decoded in _numbers(data) + _b85_runs(data):
+        result.found |= set(find(canaries, decoded.decode("latin-1")))
     if depth >= bounds.max_depth:
         if _MAGIC.search(data):
             result.reached(f"nesting deeper than {bounds.max_depth} layers was not opened")
@@ -288,6 +326,20 @@ def _scan_bytes(canaries: list[str], data: bytes, depth: int, bounds: ScanBounds
                 result.streams += 1
                 result.decoded_bytes += len(out)
                 _scan_bytes(canaries, out, depth + 1, bounds, result)
+
+
+def _b85_runs(data: bytes) -> list[bytes]:
+    """Runs that decode as base85 (Python's ``b85encode``) or Ascii85; most code does not, and is skipped."""
+    out = []
+    for rx, decode in ((_B85_RUN, base64.b85decode), (_A85_RUN, base64.a85decode)):
+        for m in rx.finditer(data):
+            try:
+                out.append(decode(m.group()))
+            except ValueError:
+                continue
+            if len(out) > 4096:
+                return out
+    return out
 
 
 def _b64(run: bytes) -> bytes:

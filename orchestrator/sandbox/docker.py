@@ -266,6 +266,45 @@ class DockerSandbox(Sandbox):
 
     def exec(self, cmd: list[str], timeout: float | None = None, *, user: str | None = None,
              env: dict[str, str] | None = None, cwd: str | None = None) -> ExecResult:
+        try:
+            return self._exec(cmd, timeout, user=user, env=env, cwd=cwd)
+        except SandboxBroken:
+            raise
+        except SandboxError as exc:
+            raise self._settled(exc) from exc
+
+    SETTLE_S = 15.0
+    SETTLE_CONFIRM_S = 1.0
+    """How long an engine error under a command waits for the sandbox's state to settle (see ``_settled``)."""
+
+    def _settled(self, exc: SandboxError) -> SandboxError:
+        """Which fault an engine error under a command is: the sandbox's own death (the agent's, ``SandboxBroken``)
+        or the engine's (``exc`` itself). A sandbox whose init the agent killed goes away over a moment, and on a
+        loaded host the engine can answer "no such exec" or cut a stream before its state says "exited": so the
+        state is watched until it settles: exited (broken), running and running commands (the engine's error),
+        running but refusing every command for ``SETTLE_S`` (broken: unresponsive)."""
+        t0 = time.monotonic()
+        while True:
+            try:
+                running: bool | None = self.is_running()
+            except SandboxError:
+                running = None  # the engine does not answer: not the sandbox's to decide
+            if running is False:
+                return self._broken()
+            if running and self._responds():
+                if time.monotonic() - t0 >= self.SETTLE_CONFIRM_S:
+                    return exc  # still running commands a moment later: the engine failed, not the sandbox
+                time.sleep(0.25)
+                continue
+            if time.monotonic() - t0 > self.SETTLE_S:
+                if running is None:
+                    return exc
+                return SandboxBroken(f"the sandbox stopped running commands ({exc.message})",
+                                     container=self.spec.name, reason="unresponsive")
+            time.sleep(0.25)
+
+    def _exec(self, cmd: list[str], timeout: float | None = None, *, user: str | None = None,
+              env: dict[str, str] | None = None, cwd: str | None = None) -> ExecResult:
         marker = uuid.uuid4().hex
         full_env = {"HOME": self.spec.home, **self.spec.env, **(env or {}), MARKER_VAR: marker}
         user = user or self.spec.user
@@ -424,10 +463,13 @@ class DockerSandbox(Sandbox):
             return self._read_by_exec(path, max_bytes)  # the engine's archive API does not see tmpfs mounts
         stream = self.copy_out(path)
         buf = io.BytesIO()
-        for chunk in stream:
-            buf.write(chunk)
-            if buf.tell() > max_bytes + 65536:
-                raise ValueError(f"{path} is larger than {max_bytes} bytes")
+        try:
+            for chunk in stream:
+                buf.write(chunk)
+                if buf.tell() > max_bytes + 65536:
+                    raise ValueError(f"{path} is larger than {max_bytes} bytes")
+        finally:
+            stream.close()  # type: ignore[attr-defined]
         buf.seek(0)
         with tarfile.open(fileobj=buf) as tf:
             member = tf.next()
@@ -500,12 +542,26 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"copy into {dest} failed", container=self.spec.name)
 
     def copy_out(self, path: str) -> Iterator[bytes]:
+        """The engine's tar stream of ``path``. Close the generator when done reading (``close()``): the engine
+        holds the container while a stream is open, so one left half-read would block every later copy."""
+        container, api = self._require(), self.client.api
         with docker_errors(self.spec.name):
             try:
-                stream, _stat = self._require().get_archive(path, chunk_size=1 << 20)
+                res = api._get(api._url("/containers/{0}/archive", container.id), params={"path": path}, stream=True,
+                               headers={"Accept-Encoding": "identity"})
+                api._raise_for_status(res)
             except docker.errors.NotFound as exc:
                 raise SandboxError(f"{path} does not exist", container=self.spec.name) from exc
-        return stream
+        return _closing(res)
+
+
+def _closing(res) -> Iterator[bytes]:
+    """A response's body in chunks; closing the generator closes the response (the engine then stops)."""
+    try:
+        with docker_errors():
+            yield from res.iter_content(1 << 20, False)
+    finally:
+        res.close()
 
 
 class _Capture:
