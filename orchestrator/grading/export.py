@@ -386,7 +386,7 @@ def _complete(tree: Tree, sandbox: Sandbox, workdir: str, limits: ExportLimits, 
             total += len(data)
         tree.skipped.append(f"{path}: not in the engine's archive (too long a path?), read on its own")
     tree.skipped = [s for s in tree.skipped if "whose first name is not exported" not in s
-                    or s.partition(":")[0] not in tree.files]
+                    or s.rsplit(": hard link to ", 1)[0] not in tree.files]  # read on its own since: not a gap
 
 
 def export_workspace(sandbox: Sandbox, workdir: str = "/workspace", limits: ExportLimits = ExportLimits()) -> Tree:
