@@ -55,6 +55,7 @@ bench:
 	$(BIN)/python benchmarks/ray_overhead.py
 	$(BIN)/python benchmarks/taskcheck.py
 	$(BIN)/python benchmarks/env_reuse.py
+	$(BIN)/python benchmarks/coverage.py
 
 gc:
 	$(BIN)/trialbox gc

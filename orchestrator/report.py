@@ -18,7 +18,7 @@ from collections import defaultdict
 from typing import Any
 
 from .manifest import Manifest
-from .stats import (few_clusters_warning, mean_interval, paired_difference, pass_at_k, pass_hat_k, quantile,
+from .stats import (MIN_CLUSTERS, few_clusters_warning, interval_note, mean_interval, paired_difference, pass_at_k, pass_hat_k, quantile,
                     ratio_interval, sample_size_hint)
 from .store import RunPaths, Store
 from .textsafe import printable
@@ -197,6 +197,11 @@ def _adoption(report: dict[str, Any], by_cand: dict[str, list[dict]], m: Manifes
         return {"decision": "NONE", "reasons": ["the run is unfinished: the report is provisional and decides nothing"]}
     comp = next(c for c in report["comparisons"] if c["candidate"] == rule.candidate and c["baseline"] == rule.baseline)
     diff, reasons = comp["difference"], []
+    clusters = report["intervals"]["clusters"]
+    if clusters < MIN_CLUSTERS:
+        return {"decision": "INCONCLUSIVE",
+                "reasons": [f"only {clusters} cluster(s): no interval was shown to hold its coverage below "
+                            f"{MIN_CLUSTERS}, so no decision is made on them"]}
     blocked = sorted({c["name"] for r in by_cand[rule.candidate] for c in r["verdict"]["criteria"]
                       if c["name"] in rule.blocking_criteria and not c["passed"]})
     cost = report["candidates"][rule.candidate]["cost_per_accepted_usd"]
@@ -253,6 +258,7 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
                 "finished_at": max((r.get("finished_at") or "" for r in rows), default=None)},
         "confidence": m.analysis.confidence, "primary_metric": f"{m.analysis.primary_metric}@{m.analysis.k[0]}",
         "warnings": [w for w in [few_clusters_warning(list({cluster_of[t] for t in cluster_of}))] if w],
+        "intervals": interval_note(len({cluster_of[t] for t in cluster_of})),
         "saturation": _saturation(rows),
         "nodes": _nodes(rows, [c.name for c in m.candidates], m.execution.max_cost_usd),
         "candidates": {name: _candidate(rs, m, cluster_of, difficulty) for name, rs in by_cand.items()},
@@ -327,6 +333,14 @@ def terminal(report: dict[str, Any]) -> str:
             lines.append(f"    {name} ({e['hardware'].get('cpus')} CPU {e['hardware'].get('cpu_model')}, "
                          f"{e['hardware'].get('memory_mb')} MiB): {e['accepted']}/{e['trials']} accepted; {per}")
     lines += [f"warning: {w}" for w in report["warnings"]]
+    iv = report.get("intervals")
+    if iv:
+        measured = iv["measured_coverage"]
+        lines.append(f"intervals: {report['confidence']:.0%}, cluster-robust CR2 with t on {iv['clusters']} - 1 degrees "
+                     f"of freedom (rates on the logit scale, cost per accepted run as a ratio on the log scale); " + (
+                         "measured coverage from " + f"{iv['coverage_table_clusters']} clusters: " + ", ".join(
+                             f"{k} {v:.1%}" for k, v in measured.items()) if measured else
+                         "no coverage was measured at so few clusters"))
     fmt = lambda e: ("n/a" if e["value"] is None else f"{e['value']:.3f}" + (  # noqa: E731
         f" [{e['interval'][0]:.3f}, {e['interval'][1]:.3f}]" if e.get("interval") else ""))
     for name, c in report["candidates"].items():

@@ -137,3 +137,17 @@ def test_excluded_trials_still_count_their_cost(tmp_path):
 def test_cost_bound_with_no_accepted_trial_rejects(tmp_path):
     _, a = decide(tmp_path, manifest(min_delta=-1.0, max_cost_per_accepted_usd=0.5), p_base=0.0, p_new=0.0)
     assert a["decision"] == "REJECT" and any("unbounded" in r for r in a["reasons"])
+
+
+def test_no_decision_below_the_cluster_count_any_interval_holds_at(tmp_path):
+    paths = write_run(tmp_path, p_base=0.3, p_new=0.9)
+    few = {t: f"repo{i % 6}" for i, t in enumerate(TASKS)}  # 30 tasks from 6 repositories
+    m = manifest(min_delta=0.1)
+    m = m.model_copy(update={"analysis": m.analysis.model_copy(update={"cluster_by": "cluster"})})
+    report = build_report(paths, m, {t: "easy" for t in TASKS}, few, len(TASKS) * 6)
+    assert report["adoption"]["decision"] == "INCONCLUSIVE" and "only 6 cluster(s)" in report["adoption"]["reasons"][0]
+    assert report["intervals"]["clusters"] == 6 and report["intervals"]["measured_coverage"] is None
+    assert any("no interval method here was shown to hold" in w for w in report["warnings"])
+    many = build_report(paths, manifest(min_delta=0.1), {t: "easy" for t in TASKS}, {t: t for t in TASKS}, len(TASKS) * 6)
+    assert many["adoption"]["decision"] == "ADOPT"  # the same results, 30 independent tasks
+    assert many["intervals"]["coverage_table_clusters"] == 20 and many["intervals"]["measured_coverage"]["pass@1"] > 0.93
