@@ -6,7 +6,7 @@ and ``pass^k = C(c,k)/C(n,k)`` (the chance that all k are), then the mean over
 tasks; never pooled across tasks first. Intervals are cluster-robust: tasks
 that share a repository (the declared cluster) are not independent, and real
 task sets have few repositories, where the percentile cluster bootstrap is too
-narrow (it covered 87–91% at 10–20 clusters). So every interval is a CR2
+narrow (83–92% at 10–20 clusters in its simulation). So every interval is a CR2
 (small-sample-corrected) cluster-robust standard error with a t reference on
 clusters − 1 degrees of freedom: rates on the logit scale, paired differences
 as they are, cost per accepted run (the cost of *all* trials over the accepted
