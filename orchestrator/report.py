@@ -46,6 +46,13 @@ def _per_task(rows: list[dict], exclusions: set[str]) -> dict[str, tuple[int, in
     return {t: (n, c) for t, (n, c) in counts.items()}
 
 
+def _rate_per_task(per_task: dict[str, tuple[int, int]]) -> float | None:
+    """The acceptance rate as every other figure is: per task (accepted / trials in the denominator), then the
+    mean over tasks with at least one such trial (a task with many trials weighs no more than one with few)."""
+    rates = [c / n for n, c in per_task.values() if n]
+    return sum(rates) / len(rates) if rates else None
+
+
 def _metric(metric: str, k: int, per_task: dict[str, tuple[int, int]], cluster_of: dict[str, str],
             confidence: float, seed: int) -> dict[str, Any]:
     values = {t: _task_metric(metric, n, c, k) for t, (n, c) in per_task.items()}
@@ -67,8 +74,9 @@ def _candidate(rows: list[dict], m: Manifest, cluster_of: dict[str, str], diffic
     failed = [r for r in kept if not r["verdict"]["accepted"]]
     out: dict[str, Any] = {
         "n_trials": len(rows), "n_trials_in_denominator": len(kept), "n_accepted": len(accepted),
-        "acceptance_rate": len(accepted) / len(kept) if kept else None,
-        "acceptance_rate_all_trials": len(accepted) / len(rows) if rows else None,
+        "acceptance_rate": _rate_per_task(per_task),
+        "acceptance_rate_pooled": len(accepted) / len(kept) if kept else None,
+        "acceptance_rate_pooled_all_trials": len(accepted) / len(rows) if rows else None,
         "excluded": dict(sorted(_count(r["verdict"]["outcome"] for r in rows if r["verdict"]["outcome"] in exclusions).items())),
         "infra_errors": sum(r["verdict"]["outcome"] == "infra_error" for r in rows),
         "outcomes": dict(sorted(_count(_label(r) for r in rows).items())),
@@ -99,7 +107,7 @@ def _candidate(rows: list[dict], m: Manifest, cluster_of: dict[str, str], diffic
         if sub:
             sub_tasks = {t: v for t, v in per_task.items() if difficulty.get(t) == level}
             out["by_difficulty"][level] = {
-                "n_trials": len(sub), "acceptance_rate": sum(r["verdict"]["accepted"] for r in sub) / len(sub),
+                "n_trials": len(sub), "acceptance_rate": _rate_per_task({t: per_task[t] for t in {r["task"] for r in sub}}),
                 **{f"{metric}@{a.k[0]}": _metric(metric, a.k[0], sub_tasks, cluster_of, a.confidence, m.experiment.seed)
                    for metric in ("pass_at_k", "pass_hat_k")}}
     return out
@@ -286,7 +294,7 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
         if c.name == baseline:
             continue
         cand = _per_task_values(by_cand[c.name], m)
-        tasks = sorted(set(base) & set(cand))
+        tasks = sorted(set(base) & set(cand))  # only tasks where both have the trials the metric needs
         diff = paired_difference([cand[t] for t in tasks], [base[t] for t in tasks], [cluster_of[t] for t in tasks],
                                  m.analysis.confidence, seed=m.experiment.seed)
         cb, cc = (report["candidates"][n]["cost_per_accepted_usd"]["value"] for n in (baseline, c.name))
@@ -295,6 +303,10 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
             "difference": diff.to_dict() if tasks else {"value": None, "interval": None, "reason": "no task in common"},
             "cost_per_accepted_difference_usd": (cc - cb) if cb is not None and cc is not None else None,
             "per_task": {t: cand[t] - base[t] for t in tasks},
+            "tasks_left_out": {
+                "baseline_only": sorted(set(base) - set(cand)), "candidate_only": sorted(set(cand) - set(base)),
+                "neither": sorted(set(cluster_of) - set(base) - set(cand)),
+                "why": f"a task counts only where both candidates have the trials {report['primary_metric']} needs"},
             "sample_size_hint": (sample_size_hint([cand[t] - base[t] for t in tasks], m.analysis.min_effect,
                                                   m.analysis.confidence) if m.analysis.min_effect else None)})
     report["adoption"] = _adoption(report, by_cand, m, cluster_of) if rows else {"decision": "NONE", "reasons": ["no trial"]}
@@ -355,6 +367,11 @@ def terminal(report: dict[str, Any]) -> str:
         lines.append(f"{comp['candidate']} − {comp['baseline']} ({comp['metric']}, {comp['paired_tasks']} paired tasks): "
                      f"{fmt(comp['difference'])}" + (f"; sample-size hint {comp['sample_size_hint']} tasks"
                                                      if comp.get("sample_size_hint") else ""))
+        left = comp.get("tasks_left_out") or {}
+        out = sum(len(left.get(k) or []) for k in ("baseline_only", "candidate_only", "neither"))
+        if out:
+            lines.append(f"    {out} task(s) left out: {left['why']} (only the baseline: {len(left['baseline_only'])}, "
+                         f"only the candidate: {len(left['candidate_only'])}, neither: {len(left['neither'])})")
     a = report["adoption"]
     lines.append(f"decision: {a['decision']}")
     lines += [f"    {r}" for r in a["reasons"]]

@@ -96,8 +96,14 @@ def test_exclusions_have_both_denominators_and_infra_errors_show(tmp_path):
     new = report["candidates"]["new"]
     assert new["n_trials"] == 90 and new["n_trials_in_denominator"] == 80 and new["excluded"] == {"infra_error": 10}
     assert new["infra_errors"] == 10
-    assert new["acceptance_rate"] == pytest.approx(new["n_accepted"] / 80)
-    assert new["acceptance_rate_all_trials"] == pytest.approx(new["n_accepted"] / 90)
+    assert new["acceptance_rate_pooled"] == pytest.approx(new["n_accepted"] / 80)
+    assert new["acceptance_rate_pooled_all_trials"] == pytest.approx(new["n_accepted"] / 90)
+    per_task = {}  # the headline rate is per task, then the mean, like every other figure
+    for r in [r for r in Store(RunPaths(tmp_path / "run")).trials() if r["candidate"] == "new"]:
+        if r["verdict"]["outcome"] != "infra_error":
+            per_task.setdefault(r["task"], []).append(r["verdict"]["accepted"])
+    assert new["acceptance_rate"] == pytest.approx(sum(sum(v) / len(v) for v in per_task.values()) / len(per_task))
+    assert new["acceptance_rate"] != pytest.approx(new["acceptance_rate_pooled"])
     cost = new["cost_per_accepted_usd"]
     assert cost["value"] == pytest.approx(90 * 0.1 / new["n_accepted"])  # every trial's cost, retries and failures too
 
@@ -151,3 +157,15 @@ def test_no_decision_below_the_cluster_count_any_interval_holds_at(tmp_path):
     many = build_report(paths, manifest(min_delta=0.1), {t: "easy" for t in TASKS}, {t: t for t in TASKS}, len(TASKS) * 6)
     assert many["adoption"]["decision"] == "ADOPT"  # the same results, 30 independent tasks
     assert many["intervals"]["coverage_table_clusters"] == 20 and many["intervals"]["measured_coverage"]["pass@1"] > 0.93
+
+
+def test_a_comparison_uses_only_tasks_both_candidates_can_be_measured_on(tmp_path):
+    m = manifest(min_delta=0.1)
+    m = m.model_copy(update={"analysis": m.analysis.model_copy(update={"primary_metric": "pass_hat_k", "k": [3]})})
+    report, _ = decide(tmp_path, m, p_base=0.5, p_new=0.5, infra=10)  # "new" has 2 of 3 trials on t00–t09
+    comp = report["comparisons"][0]
+    assert comp["paired_tasks"] == 20 and set(comp["per_task"]) == {f"t{i:02d}" for i in range(10, 30)}
+    left = comp["tasks_left_out"]
+    assert left["baseline_only"] == [f"t{i:02d}" for i in range(10)] and not left["candidate_only"]
+    assert "pass_hat_k@3" in left["why"]
+    assert report["candidates"]["new"]["pass_hat_k"]["3"]["tasks_without_k_trials"] == [f"t{i:02d}" for i in range(10)]
