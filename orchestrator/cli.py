@@ -324,10 +324,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.labels}: expected a mapping of trial id to pass or fail")
     r = calibrate_run(_run_paths(args.run), labels)
     rate = lambda x: "undefined (no such human label)" if x is None else f"{x:.1%}"  # noqa: E731
-    print(f"compared {r['compared']} trial(s): {r['human_pass']} labelled pass, {r['human_fail']} labelled fail")
-    print(f"false-positive rate: {rate(r['false_positive_rate'])}  (judge pass, human fail: {r['false_positives']})")
-    print(f"false-negative rate: {rate(r['false_negative_rate'])}  (judge fail, human pass: {r['false_negatives']})")
-    print(f"undeterminable: {r['undeterminable']}; judged but unlabelled: {len(r['unlabelled'])}")
+    span = lambda iv: f" [{iv[0]:.1%}, {iv[1]:.1%}]" if iv else ""  # noqa: E731
+    _print(f"compared {r['compared']} trial(s): {r['human_pass']} labelled pass, {r['human_fail']} labelled fail")
+    _print(f"false-positive rate: {rate(r['false_positive_rate'])}{span(r['false_positive_rate_interval'])} of "
+           f"{r['human_fail']}  (judge pass, human fail: {r['false_positives']})")
+    _print(f"false-negative rate: {rate(r['false_negative_rate'])}{span(r['false_negative_rate_interval'])} of "
+           f"{r['human_pass']}  (judge fail, human pass: {r['false_negatives']})")
+    _print(f"undeterminable: {r['undeterminable']}; judged but unlabelled: {len(r['unlabelled'])}")
+    _print("calibrated: yes (both 95% intervals at most 20 points wide)" if r["calibrated"] else
+           "calibrated: NO, too few labels for these rates to mean much: " + "; ".join(r["not_calibrated_because"]))
     return 0
 
 

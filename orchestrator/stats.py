@@ -121,6 +121,43 @@ def t_quantile(p: float, df: float) -> float:
     return (lo + hi) / 2.0
 
 
+def beta_quantile(q: float, a: float, b: float) -> float:
+    """The q-quantile of Beta(a, b) (bisection on the regularized incomplete beta function)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(100):
+        mid = (lo + hi) / 2.0
+        if _betainc(a, b, mid) < q:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
+
+
+def exact_binomial_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
+    """Clopper-Pearson: never below its nominal coverage, whatever n and the rate (None when n is 0)."""
+    if n == 0:
+        return None
+    alpha = 1.0 - confidence
+    lo = 0.0 if successes == 0 else beta_quantile(alpha / 2, successes, n - successes + 1)
+    hi = 1.0 if successes == n else beta_quantile(1 - alpha / 2, successes + 1, n - successes)
+    return lo, hi
+
+
+MAX_CALIBRATION_WIDTH = 0.2
+"""A judge's error rate counts as calibrated only when its 95% interval is at most this wide (±10 points)."""
+
+
+def cases_for_width(rate: float, width: float = MAX_CALIBRATION_WIDTH, confidence: float = 0.95,
+                    limit: int = 2000) -> int | None:
+    """The fewest labelled cases whose exact interval, at this observed rate, is at most ``width`` wide."""
+    for n in range(1, limit + 1):
+        c = round(rate * n)
+        iv = exact_binomial_interval(c, n, confidence)
+        if iv is not None and iv[1] - iv[0] <= width:
+            return n
+    return None
+
+
 def _expit(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
 

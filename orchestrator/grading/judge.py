@@ -15,6 +15,8 @@ judge answers with human labels.
 
 from __future__ import annotations
 
+from ..stats import MAX_CALIBRATION_WIDTH, cases_for_width, exact_binomial_interval
+
 import json
 import re
 from collections.abc import Mapping
@@ -94,18 +96,33 @@ class Judge:
 
 
 def calibrate(judged: Mapping[str, str], labels: Mapping[str, str]) -> dict[str, Any]:
-    """False-positive and false-negative rates of the judge against human labels (pass/fail)."""
+    """False-positive and false-negative rates of the judge against human labels (pass/fail), each with its exact
+    (Clopper-Pearson) 95% interval and the number of labelled cases behind it. The judge is called calibrated
+    only when both intervals are at most ``MAX_CALIBRATION_WIDTH`` wide (with an error rate near 0 that takes
+    about 17 labelled cases of each kind, near 50% about 100); otherwise the answer says how many it would take."""
     both = [t for t in judged if t in labels]
     human_fail = [t for t in both if labels[t] == "fail"]
     human_pass = [t for t in both if labels[t] == "pass"]
     fp = [t for t in human_fail if judged[t] == "pass"]
     fn = [t for t in human_pass if judged[t] == "fail"]
     undet = [t for t in both if judged[t] == "undeterminable"]
-    return {"compared": len(both), "human_pass": len(human_pass), "human_fail": len(human_fail),
-            "false_positive_rate": len(fp) / len(human_fail) if human_fail else None,
-            "false_negative_rate": len(fn) / len(human_pass) if human_pass else None,
-            "undeterminable": len(undet), "false_positives": fp, "false_negatives": fn,
-            "unlabelled": sorted(set(judged) - set(labels))}
+    out = {"compared": len(both), "human_pass": len(human_pass), "human_fail": len(human_fail),
+           "false_positive_rate": len(fp) / len(human_fail) if human_fail else None,
+           "false_negative_rate": len(fn) / len(human_pass) if human_pass else None,
+           "undeterminable": len(undet), "false_positives": fp, "false_negatives": fn,
+           "unlabelled": sorted(set(judged) - set(labels))}
+    calibrated, short = True, []
+    for name, errors, cases, label in (("false_positive_rate", fp, human_fail, "fail"),
+                                       ("false_negative_rate", fn, human_pass, "pass")):
+        iv = exact_binomial_interval(len(errors), len(cases))
+        out[f"{name}_interval"] = list(iv) if iv else None
+        if iv is None or iv[1] - iv[0] > MAX_CALIBRATION_WIDTH:
+            calibrated = False
+            need = cases_for_width(len(errors) / len(cases) if cases else 0.5)
+            short.append(f"{name.replace('_', ' ')}: {len(cases)} trial(s) labelled {label}, about "
+                         f"{need or 'many'} needed for an interval at most {MAX_CALIBRATION_WIDTH:.0%} wide")
+    out["calibrated"], out["not_calibrated_because"] = calibrated, short
+    return out
 
 
 def make_judge(loaded, env: Mapping[str, str] | None = None) -> Judge | None:

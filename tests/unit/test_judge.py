@@ -71,3 +71,27 @@ def test_calibration_rates():
     assert r["false_negative_rate"] == pytest.approx(1 / 2) and r["false_negatives"] == ["t4"]
     assert r["undeterminable"] == 1 and r["unlabelled"] == ["t6"]
     assert calibrate({"t1": "pass"}, {"t1": "pass"})["false_positive_rate"] is None
+
+
+def test_calibration_says_how_sure_it_is():
+    few = calibrate({"a": "pass", "b": "fail"}, {"a": "fail", "b": "pass"})
+    assert few["false_positive_rate"] == 1.0 and few["false_positive_rate_interval"][0] == pytest.approx(0.025)
+    assert not few["calibrated"] and len(few["not_calibrated_because"]) == 2
+    assert "1 trial(s) labelled fail" in few["not_calibrated_because"][0]
+    judged = {f"p{i}": "pass" for i in range(40)} | {f"f{i}": "fail" for i in range(40)}
+    labels = {f"p{i}": "pass" for i in range(40)} | {f"f{i}": "fail" for i in range(40)}
+    many = calibrate(judged, labels)  # no error in 40 of each: [0, 8.8%], narrow enough
+    assert many["calibrated"] and many["false_negative_rate_interval"][1] == pytest.approx(0.0881, abs=1e-3)
+    half = calibrate({f"f{i}": "pass" if i % 2 else "fail" for i in range(40)} | {f"p{i}": "pass" for i in range(40)},
+                     labels)  # a 50% false-positive rate on 40 cases: an interval about 32 points wide
+    assert not half["calibrated"] and "about 104 needed" in half["not_calibrated_because"][0]
+
+
+def test_exact_interval_never_covers_less_than_nominal():
+    from orchestrator.stats import exact_binomial_interval
+    from math import comb
+    for n in (5, 12, 30):
+        for p in (0.02, 0.2, 0.5, 0.9):
+            cover = sum(comb(n, c) * p ** c * (1 - p) ** (n - c)
+                        for c in range(n + 1) if exact_binomial_interval(c, n)[0] <= p <= exact_binomial_interval(c, n)[1])
+            assert cover >= 0.95 - 1e-9, (n, p, cover)
