@@ -168,3 +168,21 @@ def test_an_error_processing_the_agents_output_is_a_typed_rejection():
     v = unprocessable_verdict("grading", UnicodeEncodeError("utf-8", "\udcff", 0, 1, "surrogates not allowed"))
     assert (v.outcome, v.kind, v.accepted, v.reasons) == ("rejected", "unprocessable_output", False, ["processable_output"])
     assert v.to_dict()["criteria"][0]["evidence"]["stage"] == "grading"
+
+
+def test_within_returns_raises_or_gives_up_at_its_bound():
+    import threading
+    import time
+
+    from orchestrator.sandbox.base import within
+    assert within(1.0, lambda: 42, "quick") == 42
+    with pytest.raises(KeyError):
+        within(1.0, lambda: {}["missing"], "failing")
+    release, pending = threading.Event(), []
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):
+        within(0.2, lambda: release.wait(10), "blocked", pending)
+    assert time.monotonic() - t0 < 1.0 and len(pending) == 1 and pending[0].is_alive()
+    release.set()
+    pending[0].join(2)
+    assert not pending[0].is_alive()  # whoever must wait for it (the export) can
