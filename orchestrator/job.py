@@ -95,6 +95,10 @@ def trial_specs(loaded: LoadedManifest, tasks: list[Task], lock: dict[str, Any],
             for p in planned]
 
 
+MODEL_AGENTS = ("claude", "command")
+"""Agents whose trials can spend on a model (a command agent through the proxy); the others cost nothing."""
+
+
 def _progress(say: Callable[[str], None], done: int, total: int, running: int, failed: int, t0: float,
               cost: float, spec: TrialSpec, result: dict[str, Any], show_node: bool = False) -> None:
     v = result["verdict"]
@@ -105,7 +109,7 @@ def _progress(say: Callable[[str], None], done: int, total: int, running: int, f
     elapsed = time.monotonic() - t0
     eta = elapsed / done * (total - done) if done else 0.0
     say(f"[{done}/{total}] {spec.trial_id:46s} {label}{reasons}  {result['duration_s'] or 0:.1f}s ${result.get('cost_usd') or 0:.4f}"
-        f"  | running {running}, failed {failed}, elapsed {elapsed:.0f}s, ~{eta:.0f}s left, cost ${cost:.4f}")
+        f"  | running {running}, not accepted {failed}, elapsed {elapsed:.0f}s, ~{eta:.0f}s left, cost ${cost:.4f}")
 
 
 def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, out: Path | None,
@@ -153,8 +157,9 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
         cap = m.execution.max_run_cost_usd
         say(f"run {paths.root}: {len(specs)} trial(s), {len(done)} already done; backend {runner.name}: "
             f"{runner.describe()}")
-        say(f"worst-case cost: {len(queue)} trial(s) x ${m.execution.max_cost_usd} = ${len(queue) * m.execution.max_cost_usd:.2f}; "
-            f"run cap: {'none' if cap is None else f'${cap:.2f}'}")
+        paying = sum(s.candidate.agent in MODEL_AGENTS for s in queue)  # nop, oracle and script call no model
+        say(f"worst-case cost: {paying} of {len(queue)} trial(s) call a model, x ${m.execution.max_cost_usd} = "
+            f"${paying * m.execution.max_cost_usd:.2f}; run cap: {'none' if cap is None else f'${cap:.2f}'}")
         stopped, left = _execute(queue, len(specs), len(done), cap, cost, store, runner, paths, say,
                                  m.execution.max_cost_usd)
         (paths.root / "run.json").write_text(json.dumps({

@@ -238,7 +238,7 @@ def test_run_cost_cap_stops_admitting_trials(project, repo_root):
     out = project / "runs/capped"
     res = cli("run", str(manifest), "--unchecked", "--scripted-model", str(project / "examples/scripted-model.yaml"), "--out", str(out),
               cwd=repo_root, check=0)
-    assert "worst-case cost: 8 trial(s) x $1.0 = $8.00; run cap: $0.01" in res.stdout
+    assert "worst-case cost: 2 of 8 trial(s) call a model, x $1.0 = $2.00; run cap: $0.01" in res.stdout  # nop, oracle, script: free
     assert "stopped admitting trials: the run cost reached its cap of $0.01" in res.stdout
     finished = outcomes(out)
     assert 0 < len(finished) < 8
