@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-FEW_CLUSTERS = 20  # kept for callers; the report's rule is MIN_CLUSTERS
 
 
 def pass_at_k(n: int, c: int, k: int) -> float | None:
@@ -47,8 +46,6 @@ class Estimate:
     value: float | None
     interval: tuple[float, float] | None
     reason: str | None = None
-    method: str | None = None
-    clusters: int | None = None
 
     def to_dict(self) -> dict:
         out: dict = {"value": self.value, "interval": list(self.interval) if self.interval else None}
@@ -198,9 +195,8 @@ def mean_interval(values: Sequence[float], clusters: Sequence[str], confidence: 
     v = np.asarray(values, dtype=float)
     if v.size == 0:
         return Estimate(None, None, "no task")
-    method = METHOD_MEAN if bounded else METHOD_DIFFERENCE
     if len(set(clusters)) < 2:  # no between-cluster variation can be seen: no interval, and no decision on it
-        return Estimate(float(v.mean()), None, "fewer than 2 clusters: no interval", method, len(set(clusters)))
+        return Estimate(float(v.mean()), None, "fewer than 2 clusters: no interval")
     mean, se, g = cluster_mean_se(v, clusters)
     t = t_quantile((1 + confidence) / 2, g - 1)
     if bounded and v.min() >= 0.0 and v.max() <= 1.0:
@@ -209,8 +205,8 @@ def mean_interval(values: Sequence[float], clusters: Sequence[str], confidence: 
         se_logit = se / scale if se > 0 else 1.0 / math.sqrt(g * scale)  # no spread seen: a binomial guess on G
         centre = math.log(shrunk / (1.0 - shrunk))
         lo, hi = _expit(centre - t * se_logit), _expit(centre + t * se_logit)
-        return Estimate(mean, (min(lo, mean), max(hi, mean)), None, method, g)
-    return Estimate(mean, (mean - t * se, mean + t * se), None, METHOD_DIFFERENCE, g)
+        return Estimate(mean, (min(lo, mean), max(hi, mean)))
+    return Estimate(mean, (mean - t * se, mean + t * se))
 
 
 def _cluster_sums(values: np.ndarray, clusters: Sequence[str]) -> np.ndarray:

@@ -201,7 +201,7 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
         stage = "artifacts"
         (folder / "diff.patch").write_bytes(graded.diff.text.encode("utf-8", "surrogateescape"))  # names as their bytes
         (folder / "grader.log").write_text(graded.run.log_tail if graded.run else "", errors="backslashreplace")
-        result.update(changed_paths=[recordable(p) for p in graded.diff.paths], workspace_digest=final.digest())
+        result.update(changed_paths=graded.diff.paths, workspace_digest=final.digest())  # made recordable below
     except Cancelled:
         raise
     except (SandboxError, OSError) as exc:

@@ -28,6 +28,7 @@ import requests.exceptions
 from ..errors import SandboxBroken, SandboxError
 from ..events import EventLog, now_iso
 from ..sandbox.base import WORKSPACE, Sandbox, within
+from ..textsafe import recordable_data
 from .budget import AgentStop, Budget, StopReason
 
 TOOL_CONTRACT_REVISION = "v1"
@@ -85,21 +86,13 @@ class ToolError(Exception):
         self.kind = kind
 
 
-def _check_unicode(value: Any, where: str = "") -> None:
-    """Arguments must be valid Unicode: JSON can carry a lone surrogate, which no file or command can hold."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ToolError(f"argument {where or 'value'!r} is not valid Unicode: a lone surrogate "
-                            f"(U+{ord(value[exc.start]):04X}) at character {exc.start}", kind="bad_arguments") from None
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _check_unicode(k, f"{where}.{k}" if where else str(k))
-            _check_unicode(v, f"{where}.{k}" if where else str(k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            _check_unicode(v, f"{where}[{i}]")
+def _check_unicode(arguments: dict[str, Any]) -> None:
+    """Arguments must be valid Unicode: JSON can carry a lone surrogate, which no file or command can hold
+    (``recordable_data`` walks them as the event log does and names what it would have to escape)."""
+    escaped: list[str] = []
+    recordable_data(arguments, escaped=escaped, raw_bytes=False)
+    if escaped:
+        raise ToolError(f"argument {escaped[0]!r} is not valid Unicode: it holds a lone surrogate", kind="bad_arguments")
 
 
 def clip(text: str, limit: int) -> str:

@@ -111,11 +111,6 @@ def find(canaries: list[str], text: str) -> list[str]:
     return [v for v in canaries if v in hits]
 
 
-def find_in_bytes(canaries: list[str], data: bytes) -> list[str]:
-    """``find`` over any bytes (binary files included), read as Latin-1 so no byte is lost."""
-    return find(canaries, data.decode("latin-1"))
-
-
 FRAGMENT = 12
 """A run of this many consecutive characters of a canary counts as the canary (a random 12-hex run
 appearing by chance in a diff is below one in 10^12 per position)."""
