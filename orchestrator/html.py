@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .report import money
 from .textsafe import html_text
 
 W, H, PAD = 520, 260, 44
@@ -136,12 +137,32 @@ def render(report: dict[str, Any]) -> str:
     badge = {"ADOPT": "#2ca02c", "REJECT": "#d62728", "INCONCLUSIVE": "#ff7f0e"}.get(a["decision"], "#777")
     rows = "".join(
         f"<tr><td>{_esc(n)}</td><td>{_esc(c['n_accepted'])}/{_esc(c['n_trials_in_denominator'])}</td>"
-        f"<td>{_esc(c['infra_errors'])}</td><td>{_esc(c['excluded'] or '')}</td><td>${c['cost_usd_total']:.4f}</td>"
+        f"<td>{_esc(c['infra_errors'])}</td><td>{_esc(c['excluded'] or '')}</td><td>{_esc(money(c['cost_usd_total']))}</td>"
         f"<td>{c['latency_p50_s'] or 0:.1f}s / {c['latency_p95_s'] or 0:.1f}s</td></tr>"
         for n, c in report["candidates"].items())
     plots = [pass_plot(report, "pass_at_k", "pass@k"), pass_plot(report, "pass_hat_k", "pass^k"), cost_plot(report),
              latency_plot(report), paired_plot(report)]
     warnings = "".join(f"<p class='warn'>warning: {_esc(w)}</p>" for w in report["warnings"])
+    kinds = ("model", "tools", "cpu", "memory", "human")
+    cost_rows = "".join(
+        f"<tr><td>{_esc(n)}</td>" + "".join(f"<td>{_esc(money(c['cost']['by_kind_usd'][k]))}</td>" for k in kinds)
+        + f"<td>{_esc(money(c['cost']['total_usd']))}</td><td>{c['cost']['used']['cpu_hours']:.6f}</td>"
+        f"<td>{c['cost']['used']['memory_gib_hours']:.6f}</td><td>{_esc(c['cost']['human_minutes'])}</td>"
+        f"<td>{_esc(', '.join(c['cost']['unpriced']) or '–')}</td></tr>"
+        for n, c in report["candidates"].items() if c.get("cost"))
+    cost_table = ("<h2>Cost by kind</h2><table><tr><th>candidate</th>" + "".join(f"<th>{k}</th>" for k in kinds)
+                  + "<th>whole</th><th>CPU-hours</th><th>GiB-hours</th><th>human minutes</th><th>used without a price</th>"
+                  f"</tr>{cost_rows}</table>") if cost_rows else ""
+    fmt = lambda e: "n/a" if e.get("value") is None else f"{e['value']:.3f}" + (  # noqa: E731
+        f" [{e['interval'][0]:.3f}, {e['interval'][1]:.3f}]" if e.get("interval") else f" ({e.get('reason', 'no interval')})")
+    ablation_rows = "".join(
+        f"<tr><td>{_esc(ab['candidate'])}</td><td>{_esc(ab['full'])} without {_esc(ab['without'])}</td>"
+        f"<td>{_esc(ab['paired_tasks'])}</td><td>{_esc(fmt(ab['full_improvement']))}</td>"
+        f"<td>{_esc(fmt(ab['component_adds']))}</td><td>{_esc(fmt(ab['share_persisting']))}</td></tr>"
+        for ab in report.get("ablations") or [])
+    ablation_table = (f"<h2>Ablations (against {_esc(report['ablations'][0]['baseline'])})</h2><table><tr><th>ablation</th>"
+                      "<th>is</th><th>tasks</th><th>full − baseline</th><th>the component adds</th>"
+                      f"<th>share persisting without it</th></tr>{ablation_rows}</table>") if ablation_rows else ""
     nodes = report.get("nodes") or {"by_node": {}}
     node_rows = "".join(
         f"<tr><td>{_esc(n)}</td><td>{_esc(e['hardware'].get('cpus'))} × {_esc(e['hardware'].get('cpu_model'))}, "
@@ -162,6 +183,7 @@ figcaption{{font-weight:600;margin-bottom:4px}}table{{border-collapse:collapse}}
 primary metric {_esc(report['primary_metric'])}; confidence {_esc(report['confidence'])}</p>{warnings}
 <p class="decision">{_esc(a['decision'])}</p><ul>{''.join(f'<li>{_esc(r)}</li>' for r in a['reasons'])}</ul>
 <table><tr><th>candidate</th><th>accepted</th><th>infra errors</th><th>excluded</th><th>cost</th><th>latency p50/p95</th></tr>{rows}</table>
+{cost_table}{ablation_table}
 {node_table}
 {''.join(plots)}
 <script>

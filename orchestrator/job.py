@@ -28,6 +28,7 @@ from .agents import BudgetLimits
 from .agents.base import AgentResult
 from .agents.budget import StopReason
 from .backends import Admission, Backend, LocalBackend
+from .costs import trial_cost
 from .errors import ConfigError, DriftError, LockError
 from .events import read_events
 from .grading.export import tree_from_tar
@@ -36,7 +37,7 @@ from .grading.judge import calibrate, make_judge
 from .grading.runner import GraderLimits
 from .hashing import sha256_file, tree_sha256
 from .lock import check_lock, lock_path, read_lock, resolve_lock, write_lock
-from .manifest import LoadedManifest
+from .manifest import CostsConfig, LoadedManifest
 from .plan import arrangement, plan
 from .repos import materialize
 from .sandbox.gc import collect_garbage
@@ -100,7 +101,8 @@ MODEL_AGENTS = ("claude", "command")
 
 
 def _progress(say: Callable[[str], None], done: int, total: int, running: int, failed: int, t0: float,
-              cost: float, spec: TrialSpec, result: dict[str, Any], show_node: bool = False) -> None:
+              cost: float, spec: TrialSpec, result: dict[str, Any], show_node: bool = False,
+              spent: float | None = None) -> None:
     v = result["verdict"]
     label = f"{v['outcome']}({v['kind']})" if v["kind"] else v["outcome"]
     if show_node:
@@ -108,7 +110,7 @@ def _progress(say: Callable[[str], None], done: int, total: int, running: int, f
     reasons = f" [{', '.join(printable(r) for r in v['reasons'])}]" if v["reasons"] else ""  # one line, whatever they hold
     elapsed = time.monotonic() - t0
     eta = elapsed / done * (total - done) if done else 0.0
-    say(f"[{done}/{total}] {spec.trial_id:46s} {label}{reasons}  {result['duration_s'] or 0:.1f}s ${result.get('cost_usd') or 0:.4f}"
+    say(f"[{done}/{total}] {spec.trial_id:46s} {label}{reasons}  {result['duration_s'] or 0:.1f}s ${spent if spent is not None else result.get('cost_usd') or 0:.4f}"
         f"  | running {running}, not accepted {failed}, elapsed {elapsed:.0f}s, ~{eta:.0f}s left, cost ${cost:.4f}")
 
 
@@ -153,7 +155,7 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
                                              **arrangement([c.name for c in m.candidates], m.experiment.seed),
                                              "trials": [s.trial_id for s in specs]}, indent=1) + "\n")
         queue = deque(_resumed(s, paths) for s in specs if s.trial_id not in done)
-        cost = sum(charged(r, m.execution.max_cost_usd) for r in store.trials())
+        cost = sum(charged(r, m.execution.max_cost_usd, m.costs) for r in store.trials())
         cap = m.execution.max_run_cost_usd
         say(f"run {paths.root}: {len(specs)} trial(s), {len(done)} already done; backend {runner.name}: "
             f"{runner.describe()}")
@@ -161,7 +163,7 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
         say(f"worst-case cost: {paying} of {len(queue)} trial(s) call a model, x ${m.execution.max_cost_usd} = "
             f"${paying * m.execution.max_cost_usd:.2f}; run cap: {'none' if cap is None else f'${cap:.2f}'}")
         stopped, left = _execute(queue, len(specs), len(done), cap, cost, store, runner, paths, say,
-                                 m.execution.max_cost_usd)
+                                 m.execution.max_cost_usd, m.costs)
         (paths.root / "run.json").write_text(json.dumps({
             "stopped_by_cost_cap": stopped, "backend": runner.name, "slots": runner.slots,
             "host_share": os.environ.get("TRIALBOX_HOST_SHARE", "0.8") if runner.name == "local" else None}) + "\n")
@@ -187,10 +189,12 @@ def _record(store: Store, paths: RunPaths, spec: TrialSpec, result: dict[str, An
 RETRY_OWED = "retry-owed.json"
 
 
-def charged(result: dict[str, Any], max_cost_usd: float) -> float:
-    """What a result counts against the run's cost cap: its known cost, and ``max_cost_usd`` for every
-    attempt whose spend was lost (so the cap is never passed because records went down with a node)."""
-    return (result.get("cost_usd") or 0.0) + max_cost_usd * (result.get("attempts_with_unknown_cost") or 0)
+def charged(result: dict[str, Any], max_cost_usd: float, costs: CostsConfig | None = None) -> float:
+    """What a result counts against the run's cost cap: its whole known cost (models, and with ``costs`` its
+    priced tools, machines and human time), and ``max_cost_usd`` for every attempt whose spend was lost (so the
+    cap is never passed because records went down with a node)."""
+    known = trial_cost(result, costs).total if costs is not None else (result.get("cost_usd") or 0.0)
+    return known + max_cost_usd * (result.get("attempts_with_unknown_cost") or 0)
 
 
 def _retry_of(spec: TrialSpec, result: dict[str, Any]) -> TrialSpec:
@@ -200,7 +204,8 @@ def _retry_of(spec: TrialSpec, result: dict[str, Any]) -> TrialSpec:
     spent = result["attempt_cost_usd"] if "attempt_cost_usd" in result else \
         round((result.get("cost_usd") or 0.0) - spec.prior_cost_usd, 8)
     attempt = {"attempt": spec.attempt, "kind": v["kind"], "detail": "; ".join(v["reasons"])[:500],
-               "node": (result.get("node") or {}).get("name"), "cost_usd": spent}
+               "node": (result.get("node") or {}).get("name"), "cost_usd": spent,
+               "usage": result.get("usage"), "interventions": result.get("interventions") or 0}  # what it used
     return dataclasses.replace(spec, attempt=spec.attempt + 1, retries=spec.retries + 1,
                                prior_cost_usd=spec.prior_cost_usd + (spent or 0.0),
                                previous_attempts=spec.previous_attempts + (attempt,))
@@ -225,7 +230,7 @@ def _resumed(spec: TrialSpec, paths: RunPaths) -> TrialSpec:
 
 def _execute(queue: deque, total: int, finished: int, cap: float | None, cost: float, store: Store,
              runner: Backend, paths: RunPaths, say: Callable[[str], None],
-             max_cost_usd: float = 0.0) -> tuple[bool, int]:
+             max_cost_usd: float = 0.0, costs: CostsConfig | None = None) -> tuple[bool, int]:
     """Start trials in plan order as the backend admits them; record each as it ends.
 
     Returns whether the cost cap stopped admission, and how many trials were left unrun."""
@@ -268,9 +273,11 @@ def _execute(queue: deque, total: int, finished: int, cap: float | None, cost: f
                     continue
                 _record(store, paths, spec, result)
                 finished += 1
-                cost += charged(result, max_cost_usd)
+                spent = charged(result, max_cost_usd, costs)
+                cost += spent
                 failed += not result["verdict"]["accepted"]
-                _progress(say, finished, total, runner.running, failed, t0, cost, spec, result, runner.name == "ray")
+                _progress(say, finished, total, runner.running, failed, t0, cost, spec, result, runner.name == "ray",
+                          spent)
     except BaseException:
         # running trials stop before grading; finished ones are still recorded
         for spec, outcome in runner.interrupt():

@@ -109,6 +109,7 @@ def resolve_lock(loaded: LoadedManifest, tasks: list[Task], client: docker.Docke
         "docker": engine_version(client),
         "tool_contract_revision": m.experiment.tool_contract_revision,
         "price_table_version": load_prices().version,
+        "costs": m.costs.model_dump(mode="json"),  # the prices of what is not a model call, as declared
         "images": _images_section(client, images_dir, tasks),
         "tasks": task_section,
         "graders": graders,

@@ -59,6 +59,11 @@ class ThinkingConfig(Model):
 class _CandidateBase(Model):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     """Unique name of the design; letters, digits, ``_ . -``."""
+    ablation_of: str | None = None
+    """The candidate this one is, without one component (``without``): the report shows how much of that full
+    design's improvement over the baseline persists without the component."""
+    without: str | None = Field(default=None, min_length=1)
+    """The component an ablation leaves out (memory, delegation, extra recovery...); with ``ablation_of``."""
 
 
 class ClaudeCandidate(_CandidateBase):
@@ -209,6 +214,31 @@ class AnalysisConfig(Model):
     """Adoption rule declared before the run."""
 
 
+class CostsConfig(Model):
+    """Prices of what is not a model call (model tokens are priced by the versioned table ``prices.yaml``).
+
+    Every price is optional, and one left undeclared counts as zero *by name*: the report lists what was
+    used without a price (CPU-hours, GiB-hours, tool calls, interventions). The whole section is recorded in the
+    lock, so a run's costs trace to the prices they came from."""
+
+    version: str | None = Field(default=None, min_length=1)
+    """Names this set of prices (``infra-2026-11``); required once any price is declared."""
+    cpu_hour_usd: float | None = Field(default=None, ge=0)
+    """USD per CPU-hour of the sandbox and grader containers."""
+    memory_gib_hour_usd: float | None = Field(default=None, ge=0)
+    """USD per GiB-hour of memory of the sandbox and grader containers."""
+    basis: Literal["measured", "reserved"] = "measured"
+    """``measured``: the CPU time and memory-time the containers' cgroups counted. ``reserved``: the
+    containers' reservations times their wall time (what a dedicated machine is paid for, used or not)."""
+    tool_call_usd: dict[str, Annotated[float, Field(ge=0)]] = {}
+    """USD per call of a tool of the tool contract (``bash``, ``read_file``...), for tools that carry a price."""
+    human_hour_usd: float | None = Field(default=None, ge=0)
+    """USD per hour of the person who answers ``ask_user``."""
+    minutes_per_intervention: float | None = Field(default=None, ge=0)
+    """Minutes of a person's time one intervention stands for (``ask_user`` is answered by the task's canned
+    reply: the time a person would have spent is declared, not measured)."""
+
+
 class Manifest(Model):
     """An experiment manifest, as a person writes it."""
 
@@ -226,6 +256,13 @@ class Manifest(Model):
     """Where the tasks, graders and images are."""
     analysis: AnalysisConfig = AnalysisConfig()
     """Statistics and the adoption rule."""
+    costs: CostsConfig = CostsConfig()
+    """Prices of the infrastructure, priced tools and human time (the numerator of cost per accepted run)."""
+
+    @property
+    def baseline(self) -> str:
+        """The candidate every comparison is against: the adoption rule's baseline, else the first candidate."""
+        return self.analysis.adoption.baseline if self.analysis.adoption else self.candidates[0].name
 
 
 class LoadedManifest(BaseModel):
@@ -397,6 +434,8 @@ def check_manifest(data: dict[str, Any], path: Path) -> list[Problem]:
         for field in ("system_prompt", "script"):
             if isinstance(c.get(field), str) and not resolve(c[field]).is_file():
                 out.append(Problem(f, f"candidates[{i}].{field}", f"file not found: {resolve(c[field])}"))
+    out += _check_ablations(f, candidates, names, _get(data, "analysis.adoption"))
+    out += _check_costs(f, _get(data, "costs"))
     adoption = _get(data, "analysis.adoption")
     if isinstance(adoption, dict):
         for field in ("baseline", "candidate"):
@@ -419,6 +458,52 @@ def check_manifest(data: dict[str, Any], path: Path) -> list[Problem]:
         value = _get(data, f"tasks.{field}", default)
         if isinstance(value, str) and not resolve(value).is_dir():
             out.append(Problem(f, f"tasks.{field}", f"folder not found: {resolve(value)}"))
+    return out
+
+
+def _check_ablations(f: str, candidates: list[dict], names: list[Any], adoption: Any) -> list[Problem]:
+    """An ablation names another candidate as its full design and the component it leaves out; neither it nor
+    its full design is the baseline (the share of the full design's improvement over the baseline needs both)."""
+    out = []
+    baseline = adoption.get("baseline") if isinstance(adoption, dict) else (names[0] if names else None)
+    for i, c in enumerate(candidates):
+        full, without = c.get("ablation_of"), c.get("without")
+        if full is None:
+            if without is not None:
+                out.append(Problem(f, f"candidates[{i}].without", "only allowed with ablation_of"))
+            continue
+        if full not in names:
+            out.append(Problem(f, f"candidates[{i}].ablation_of", f"expected one of {names}, got {full!r}"))
+        elif full == c.get("name"):
+            out.append(Problem(f, f"candidates[{i}].ablation_of", "a candidate cannot be an ablation of itself"))
+        elif full == baseline:
+            out.append(Problem(f, f"candidates[{i}].ablation_of",
+                               f"the full design {full!r} is the baseline: an ablation measures what part of the "
+                               "full design's improvement over the baseline persists"))
+        if c.get("name") is not None and c.get("name") == baseline:
+            out.append(Problem(f, f"candidates[{i}].ablation_of", f"{c.get('name')!r} is the baseline: the baseline "
+                                                                  "cannot be an ablation"))
+        if without is None:
+            out.append(Problem(f, f"candidates[{i}].without", "required with ablation_of: name the component left out"))
+    return out
+
+
+def _check_costs(f: str, costs: Any) -> list[Problem]:
+    if not isinstance(costs, dict):
+        return []
+    out = []
+    priced = [k for k in ("cpu_hour_usd", "memory_gib_hour_usd", "human_hour_usd") if costs.get(k) is not None]
+    if (priced or costs.get("tool_call_usd")) and not costs.get("version"):
+        out.append(Problem(f, "costs.version", "required once a price is declared: name this set of prices"))
+    from .agents.toolbox import TOOL_NAMES  # the tool contract's names (a price's type is pydantic's to check)
+
+    tools = costs.get("tool_call_usd")
+    for name in (tools if isinstance(tools, dict) else []):
+        if name not in TOOL_NAMES:
+            out.append(Problem(f, f"costs.tool_call_usd.{name}", f"expected a tool of the contract {sorted(TOOL_NAMES)}"))
+    if costs.get("human_hour_usd") is not None and costs.get("minutes_per_intervention") is None:
+        out.append(Problem(f, "costs.minutes_per_intervention",
+                           "required with human_hour_usd: how many minutes of a person one intervention stands for"))
     return out
 
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import defaultdict
 from typing import Any
 
+from .costs import KINDS, TrialCost, trial_cost, unpriced_warning
 from .manifest import Manifest
-from .stats import (MIN_CLUSTERS, few_clusters_warning, interval_note, mean_interval, paired_difference, pass_at_k, pass_hat_k, quantile,
-                    ratio_interval, sample_size_hint)
+from .stats import (MIN_CLUSTERS, few_clusters_warning, interval_note, mean_interval, paired_difference, pass_at_k,
+                    pass_hat_k, quantile, ratio_interval, sample_size_hint, share_interval)
 from .store import RunPaths, Store
 from .textsafe import printable
 
@@ -84,10 +86,15 @@ def _candidate(rows: list[dict], m: Manifest, cluster_of: dict[str, str], diffic
     for metric in ("pass_at_k", "pass_hat_k"):
         out[metric] = {str(k): _metric(metric, k, per_task, cluster_of, a.confidence, m.experiment.seed) for k in a.k}
     tasks = sorted(per_task)
-    cost = ratio_interval([sum(r.get("cost_usd") or 0 for r in rows if r["task"] == t) for t in tasks],
+    costs = {r["id"]: trial_cost(r, m.costs) for r in rows}  # the whole cost: models, tools, machines, people
+    whole = TrialCost()
+    for c in costs.values():
+        whole += c
+    cost = ratio_interval([sum(costs[r["id"]].total for r in rows if r["task"] == t) for t in tasks],
                           [per_task[t][1] for t in tasks], [cluster_of[t] for t in tasks], a.confidence,
                           seed=m.experiment.seed)
-    out["cost_usd_total"] = round(sum(r.get("cost_usd") or 0 for r in rows), 6)
+    out["cost_usd_total"] = round(whole.total, 6)
+    out["cost"] = whole.to_dict()
     out["attempts_with_unknown_cost"] = sum(r.get("attempts_with_unknown_cost") or 0 for r in rows)
     out["cost_per_accepted_usd"] = cost.to_dict()
     durations = [r["duration_s"] for r in rows if r.get("duration_s") is not None]
@@ -270,6 +277,7 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
         "saturation": _saturation(rows),
         "nodes": _nodes(rows, [c.name for c in m.candidates], m.execution.max_cost_usd),
         "candidates": {name: _candidate(rs, m, cluster_of, difficulty) for name, rs in by_cand.items()},
+        "costs": _costs_section(paths, m),
         "comparisons": [], "trials": [_trial(r, m) for r in rows]}
     nodes = report["nodes"]
     if nodes["attempts_with_unknown_cost"]:
@@ -288,7 +296,7 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
     for u in nodes["uneven_candidates"]:
         report["warnings"].append(f"candidate {u['candidate']} was spread over the nodes unlike the others: "
                                   f"{u['share_by_node']}")
-    baseline = m.analysis.adoption.baseline if m.analysis.adoption else m.candidates[0].name
+    baseline = m.baseline
     base = _per_task_values(by_cand[baseline], m)
     for c in m.candidates:
         if c.name == baseline:
@@ -309,8 +317,53 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
                 "why": f"a task counts only where both candidates have the trials {report['primary_metric']} needs"},
             "sample_size_hint": (sample_size_hint([cand[t] - base[t] for t in tasks], m.analysis.min_effect,
                                                   m.analysis.confidence) if m.analysis.min_effect else None)})
+    report["ablations"] = [_ablation(c, baseline, by_cand, m, cluster_of) for c in m.candidates if c.ablation_of]
+    for name, c in report["candidates"].items():
+        if (w := unpriced_warning(name, c["cost"]["unpriced"])) is not None:
+            report["warnings"].append(w)
+        if c["cost"]["unmeasured_attempts"]:
+            report["warnings"].append(
+                f"{name}: the CPU time and memory-time of {c['cost']['unmeasured_attempts']} container run(s) could not "
+                "be measured (a node lost, or neither the cgroup nor the engine answered): counted as $0")
     report["adoption"] = _adoption(report, by_cand, m, cluster_of) if rows else {"decision": "NONE", "reasons": ["no trial"]}
     return report
+
+
+def _ablation(c, baseline: str, by_cand: dict[str, list[dict]], m: Manifest, cluster_of: dict[str, str]) -> dict[str, Any]:
+    """How much of the full design's improvement over the baseline persists without one component, on the tasks
+    all three have the trials the primary metric needs: the full design's improvement (F − B), the ablation's
+    (A − B), what the component adds (F − A), all paired per task, and the share (A − B) / (F − B) with
+    Fieller's interval."""
+    values = {n: _per_task_values(by_cand[n], m) for n in (baseline, c.ablation_of, c.name)}
+    b, f, a = values[baseline], values[c.ablation_of], values[c.name]
+    tasks = sorted(set(b) & set(f) & set(a))
+    clusters = [cluster_of[t] for t in tasks]
+    conf, seed = m.analysis.confidence, m.experiment.seed
+    out: dict[str, Any] = {"candidate": c.name, "full": c.ablation_of, "without": c.without, "baseline": baseline,
+                           "metric": f"{m.analysis.primary_metric}@{m.analysis.k[0]}", "paired_tasks": len(tasks),
+                           "tasks_left_out": sorted(set(cluster_of) - set(tasks))}
+    if not tasks:
+        none = {"value": None, "interval": None, "reason": "no task on which all three have the trials the metric needs"}
+        return out | {"full_improvement": none, "ablated_improvement": none, "component_adds": none, "share_persisting": none}
+    fb, ab = [f[t] - b[t] for t in tasks], [a[t] - b[t] for t in tasks]
+    out["full_improvement"] = paired_difference([f[t] for t in tasks], [b[t] for t in tasks], clusters, conf, seed=seed).to_dict()
+    out["ablated_improvement"] = paired_difference([a[t] for t in tasks], [b[t] for t in tasks], clusters, conf, seed=seed).to_dict()
+    out["component_adds"] = paired_difference([f[t] for t in tasks], [a[t] for t in tasks], clusters, conf, seed=seed).to_dict()
+    share = share_interval(ab, fb, clusters, conf)
+    out["share_persisting"] = share.to_dict() if share.value is not None else {
+        "value": None, "interval": None, "reason": "the full design did not improve on the baseline on these tasks"}
+    return out
+
+
+def _costs_section(paths: RunPaths, m: Manifest) -> dict[str, Any]:
+    """The prices every cost of the report comes from (the model table's version from the run's lock)."""
+    try:
+        table = json.loads(paths.lock.read_text()).get("price_table_version")
+    except (OSError, ValueError):
+        table = None
+    return {"model_price_table_version": table, **m.costs.model_dump(mode="json"),
+            "numerator": "every attempt of every trial: model calls, priced tool calls, sandbox and grader CPU and "
+                         "memory, human minutes; infrastructure retries included"}
 
 
 def _stopped_by_cap(paths: RunPaths) -> bool:
@@ -321,9 +374,19 @@ def _stopped_by_cap(paths: RunPaths) -> bool:
 def _trial(r: dict, m: Manifest) -> dict[str, Any]:
     v = r["verdict"]
     return {"id": r["id"], "task": r["task"], "candidate": r["candidate"], "replicate": r["replicate"],
-            "retries": r.get("retries", 0), "outcome": _label(r), "reasons": v["reasons"], "cost_usd": r.get("cost_usd"),
+            "retries": r.get("retries", 0), "outcome": _label(r), "reasons": v["reasons"],
+            "cost_usd": round(trial_cost(r, m.costs).total, 8), "model_cost_usd": r.get("cost_usd"),
             "duration_s": r.get("duration_s"), "excluded": v["outcome"] in m.analysis.exclusions,
             "node": (r.get("node") or {}).get("name"), "block": r.get("block")}
+
+
+def money(x: float | None) -> str:
+    """USD with at least two significant digits (machine costs of a short trial are fractions of a cent)."""
+    if x is None:
+        return "n/a"
+    if x == 0 or abs(x) >= 0.01:
+        return f"${x:.4f}"
+    return f"${x:.{2 - math.floor(math.log10(abs(x)))}f}"
 
 
 def terminal(report: dict[str, Any]) -> str:
@@ -349,7 +412,8 @@ def terminal(report: dict[str, Any]) -> str:
     if iv:
         measured = iv["measured_coverage"]
         lines.append(f"intervals: {report['confidence']:.0%}, cluster-robust CR2 with t on {iv['clusters']} - 1 degrees "
-                     f"of freedom (rates on the logit scale, cost per accepted run as a ratio on the log scale); " + (
+                     f"of freedom (rates on the logit scale, cost per accepted run as a ratio on the log scale, ablation "
+                     f"shares by Fieller); " + (
                          "measured coverage from " + f"{iv['coverage_table_clusters']} clusters: " + ", ".join(
                              f"{k} {v:.1%}" for k, v in measured.items()) if measured else
                          "no coverage was measured at so few clusters"))
@@ -361,8 +425,17 @@ def terminal(report: dict[str, Any]) -> str:
                      + f", infra errors {c['infra_errors']}")
         for k, e in c["pass_at_k"].items():
             lines.append(f"    pass@{k} {fmt(e)}   pass^{k} {fmt(c['pass_hat_k'][k])}")
-        lines.append(f"    cost ${c['cost_usd_total']:.4f}, per accepted run {fmt(c['cost_per_accepted_usd'])}"
+        per = c["cost_per_accepted_usd"]
+        per_text = "n/a" if per["value"] is None else money(per["value"]) + (
+            f" [{money(per['interval'][0])}, {money(per['interval'][1])}]" if per.get("interval") else "")
+        lines.append(f"    cost {money(c['cost_usd_total'])}, per accepted run {per_text}"
                      f"; latency p50 {c['latency_p50_s'] or 0:.1f}s p95 {c['latency_p95_s'] or 0:.1f}s")
+        split = c.get("cost") or {}
+        if split:
+            used = split["used"]
+            lines.append("    cost by kind: " + ", ".join(f"{k} {money(split['by_kind_usd'][k])}" for k in KINDS)
+                         + f" ({used['cpu_hours']:.3g} CPU-h, {used['memory_gib_hours']:.3g} GiB-h, "
+                           f"{used['interventions']} intervention(s) = {split['human_minutes']:g} human minutes)")
     for comp in report["comparisons"]:
         lines.append(f"{comp['candidate']} − {comp['baseline']} ({comp['metric']}, {comp['paired_tasks']} paired tasks): "
                      f"{fmt(comp['difference'])}" + (f"; sample-size hint {comp['sample_size_hint']} tasks"
@@ -372,6 +445,13 @@ def terminal(report: dict[str, Any]) -> str:
         if out:
             lines.append(f"    {out} task(s) left out: {left['why']} (only the baseline: {len(left['baseline_only'])}, "
                          f"only the candidate: {len(left['candidate_only'])}, neither: {len(left['neither'])})")
+    for ab in report.get("ablations") or []:
+        lines.append(f"ablation {ab['candidate']} = {ab['full']} without {ab['without']} ({ab['metric']}, "
+                     f"{ab['paired_tasks']} tasks with all three): {ab['full']} − {ab['baseline']} "
+                     f"{fmt(ab['full_improvement'])}, {ab['candidate']} − {ab['baseline']} {fmt(ab['ablated_improvement'])}")
+        share = ab["share_persisting"]
+        lines.append(f"    {ab['without']} adds {fmt(ab['component_adds'])}; share of the improvement that persists "
+                     f"without it {fmt(share)}" + (f" ({share['reason']})" if share.get("reason") else ""))
     a = report["adoption"]
     lines.append(f"decision: {a['decision']}")
     lines += [f"    {r}" for r in a["reasons"]]

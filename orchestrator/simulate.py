@@ -10,7 +10,11 @@ simulated experiment with ``G`` clusters:
   effect: as large as the task effect);
 * each task has ``trials`` Bernoulli(p_i) trials;
 * a second candidate, for paired differences, shifts every logit by
-  ``effect`` (the same tasks, the same repositories: paired);
+  ``effect`` (the same tasks, the same repositories: paired); for ablations,
+  it is the full design and a third candidate, the full design without one
+  component, shifts every logit by ``ablated_effect``: the share of the full
+  design's improvement that persists is the ratio of the two expected
+  improvements;
 * a trial's cost is ``exp(N(cost_mu + v_g, 0.5²))`` with a cluster effect
   ``v_g ~ N(0, 0.5²)`` on the log cost (some repositories are dearer).
 
@@ -29,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .stats import mean_interval, pass_hat_k, ratio_interval
+from .stats import fieller_set, in_fieller_set, mean_interval, pass_hat_k, ratio_interval
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class Model:
     sizes: tuple[int, int] = (2, 12)
     effect: float = 0.5
     cost_mu: float = -3.0
+    ablated_effect: float = 0.25
 
 
 def _expected(fn, sd: float, points: int = 4001) -> float:
@@ -63,14 +68,20 @@ def truth(model: Model, estimator: str, k: int = 1) -> float:
         return _expected(lambda x: _expit(model.mu + x) ** k, sd)
     if estimator == "difference":
         return _expected(lambda x: _expit(model.mu + model.effect + x) - _expit(model.mu + x), sd)
+    if estimator == "share":
+        base = lambda x: _expit(model.mu + x)  # noqa: E731
+        return (_expected(lambda x: _expit(model.mu + model.ablated_effect + x) - base(x), sd)
+                / _expected(lambda x: _expit(model.mu + model.effect + x) - base(x), sd))
     if estimator == "cost_per_accepted":
         mean_cost = math.exp(model.cost_mu + (0.5 ** 2 + 0.5 ** 2) / 2)
         return mean_cost / _expected(lambda x: _expit(model.mu + x), sd)
     raise ValueError(estimator)
 
 
-def experiment(model: Model, rng: np.random.Generator, k: int = 1) -> dict[str, tuple[list[float], ...]]:
-    """One simulated experiment: per-task values and clusters for each estimator."""
+def experiment(model: Model, rng: np.random.Generator, k: int = 1, ablation: bool = False
+               ) -> dict[str, tuple[list[float], ...]]:
+    """One simulated experiment: per-task values and clusters for each estimator (``share`` only with
+    ``ablation``: its third candidate's draws come last, so the other estimators' streams do not change)."""
     sizes = rng.integers(model.sizes[0], model.sizes[1] + 1, size=model.clusters)
     cluster = np.repeat(np.arange(model.clusters), sizes)
     names = [str(c) for c in cluster]
@@ -79,10 +90,14 @@ def experiment(model: Model, rng: np.random.Generator, k: int = 1) -> dict[str, 
     accepted_b = rng.binomial(model.trials, _expit(logit + model.effect))
     cost = np.exp(model.cost_mu + rng.normal(0, 0.5, model.clusters)[cluster][:, None]
                   + rng.normal(0, 0.5, (cluster.size, model.trials))).sum(axis=1)
-    return {"pass@1": (list(accepted / model.trials), names),
-            "pass^k": ([pass_hat_k(model.trials, int(c), k) for c in accepted], names),
-            "difference": (list((accepted_b - accepted) / model.trials), names),
-            "cost_per_accepted": (list(cost), list(accepted.astype(float)), names)}
+    out = {"pass@1": (list(accepted / model.trials), names),
+           "pass^k": ([pass_hat_k(model.trials, int(c), k) for c in accepted], names),
+           "difference": (list((accepted_b - accepted) / model.trials), names),
+           "cost_per_accepted": (list(cost), list(accepted.astype(float)), names)}
+    if ablation:
+        accepted_c = rng.binomial(model.trials, _expit(logit + model.ablated_effect))
+        out["share"] = (list((accepted_c - accepted) / model.trials), list((accepted_b - accepted) / model.trials), names)
+    return out
 
 
 def coverage(model: Model, estimator: str, reps: int, seed: int = 0, confidence: float = 0.95, k: int = 2) -> float:
@@ -91,7 +106,11 @@ def coverage(model: Model, estimator: str, reps: int, seed: int = 0, confidence:
     target = truth(model, estimator, k)
     held = 0
     for _ in range(reps):
-        data = experiment(model, rng, k)[estimator]
+        data = experiment(model, rng, k, ablation=estimator == "share")[estimator]
+        if estimator == "share":  # the Fieller set, bounded or not, holds the truth or not
+            coefficients = fieller_set(data[0], data[1], data[2], confidence)
+            held += coefficients is not None and in_fieller_set(target, coefficients)
+            continue
         if estimator == "cost_per_accepted":
             est = ratio_interval(data[0], data[1], data[2], confidence, resamples=1)
         else:

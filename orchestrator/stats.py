@@ -262,6 +262,59 @@ def paired_difference(candidate: Sequence[float], baseline: Sequence[float], clu
     return mean_interval(diff, clusters, confidence, resamples, seed, bounded=False)
 
 
+def _cluster_covariance(x: np.ndarray, y: np.ndarray, clusters: Sequence[str]) -> float:
+    """The CR2-scaled cluster-robust covariance of the means of ``x`` and ``y`` (as in ``cluster_mean_se``)."""
+    groups = _groups(clusters)
+    n = np.array([len(g) for g in groups], dtype=float)
+    big_n, g = x.size, len(groups)
+    rx = np.array([x[i].sum() for i in groups]) - n * float(x.mean())
+    ry = np.array([y[i].sum() for i in groups]) - n * float(y.mean())
+    return g / (g - 1) * float(np.sum(rx * ry / (1.0 - n / big_n))) / big_n ** 2
+
+
+METHOD_SHARE = "Fieller interval on cluster-robust (CR2) variances, t with G-1 degrees of freedom"
+
+
+def fieller_set(numerators: Sequence[float], denominators: Sequence[float], clusters: Sequence[str],
+                confidence: float = 0.95) -> tuple[float, float, float] | None:
+    """The coefficients (a, b, c) of the Fieller confidence set {θ : a θ² − 2 b θ + c ≤ 0} of mean(num)/mean(den);
+    None with fewer than 2 clusters."""
+    x, y = np.asarray(numerators, float), np.asarray(denominators, float)
+    g = len(set(clusters))
+    if x.size == 0 or g < 2:
+        return None
+    t2 = t_quantile((1 + confidence) / 2, g - 1) ** 2
+    mx, my = float(x.mean()), float(y.mean())
+    vxx, vyy, vxy = (_cluster_covariance(p, q, clusters) for p, q in ((x, x), (y, y), (x, y)))
+    return my * my - t2 * vyy, mx * my - t2 * vxy, mx * mx - t2 * vxx
+
+
+def in_fieller_set(theta: float, coefficients: tuple[float, float, float]) -> bool:
+    a, b, c = coefficients
+    return a * theta * theta - 2 * b * theta + c <= 0
+
+
+def share_interval(numerators: Sequence[float], denominators: Sequence[float], clusters: Sequence[str],
+                   confidence: float = 0.95) -> Estimate:
+    """mean(numerators) / mean(denominators) of paired per-task values (the ablation's improvement over the
+    full design's) with Fieller's interval: the ratios θ whose paired residual ``num − θ·den`` has a mean within
+    its cluster-robust t interval of 0. Unlike the delta method it stays honest when the denominator is small:
+    when the full design's improvement cannot be told from 0 the set is unbounded, and no interval is given."""
+    coefficients = fieller_set(numerators, denominators, clusters, confidence)
+    y = np.asarray(denominators, float)
+    if y.size == 0:
+        return Estimate(None, None, "no task")
+    value = float(np.mean(numerators)) / float(y.mean()) if float(y.mean()) != 0 else None
+    if coefficients is None:
+        return Estimate(value, None, "fewer than 2 clusters: no interval")
+    a, b, c = coefficients
+    if a <= 0:
+        return Estimate(value, None, "the full design's improvement over the baseline cannot be told from 0 at this "
+                                     "confidence: the share that persists is unbounded")
+    root = math.sqrt(max(b * b - a * c, 0.0))
+    return Estimate(value, ((b - root) / a, (b + root) / a))
+
+
 def sample_size_hint(differences: Sequence[float], min_effect: float, confidence: float = 0.95,
                      power: float = 0.8) -> int | None:
     """Tasks needed to detect ``min_effect`` (declared, never observed) with a paired test."""
@@ -294,6 +347,8 @@ COVERAGE: dict[str, dict[int, dict[str, float]]] = {
     "cost_per_accepted": {10: {"low": 0.948, "middle": 0.941, "high": 0.932},
                           20: {"low": 0.948, "middle": 0.942, "high": 0.940},
                           50: {"low": 0.950, "middle": 0.943, "high": 0.932}},
+    "share": {10: {"low": 0.965, "middle": 0.954, "high": 0.958}, 20: {"low": 0.951, "middle": 0.951, "high": 0.954},
+              50: {"low": 0.960, "middle": 0.943, "high": 0.951}},
     "pass^k": {10: {"low": 0.901, "middle": 0.952, "high": 0.963}, 20: {"low": 0.921, "middle": 0.948, "high": 0.957},
                50: {"low": 0.929, "middle": 0.958, "high": 0.944}},
 }
@@ -305,7 +360,8 @@ def interval_note(clusters: int) -> dict:
     the largest tabulated cluster count not above it (None below ``MIN_CLUSTERS``: nothing was shown to hold)."""
     rows = [g for g in sorted(next(iter(COVERAGE.values()))) if g <= clusters]
     at = rows[-1] if rows else None
-    return {"methods": {"rates": METHOD_MEAN, "paired_differences": METHOD_DIFFERENCE, "cost_per_accepted": METHOD_RATIO},
+    return {"methods": {"rates": METHOD_MEAN, "paired_differences": METHOD_DIFFERENCE, "cost_per_accepted": METHOD_RATIO,
+                        "ablation_share": METHOD_SHARE},
             "clusters": clusters, "coverage_table_clusters": at,
             "measured_coverage": ({name: min(cells[at].values()) for name, cells in COVERAGE.items()}
                                   if at is not None else None),

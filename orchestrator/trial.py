@@ -38,6 +38,7 @@ from .manifest import EnvironmentConfig, LoadedManifest
 from .nodes import node_info
 from .repos import materialize
 from .sandbox.base import SandboxSpec
+from .sandbox.meter import Usage
 from .settings import load_settings
 from .store import RunPaths, slug
 from .tasks import Task
@@ -135,6 +136,19 @@ def agent_fields(r: AgentResult) -> dict[str, Any]:
                         "cache_write": r.cache_write_tokens}, interventions=r.interventions)
 
 
+def usage_record(sandbox: list[Usage], grader: list[Usage], events: list[dict[str, Any]]) -> dict[str, Any]:
+    """What an attempt used besides its model tokens, as physical quantities (the report prices them with the
+    manifest's ``costs``): its sandbox's and grader containers' CPU time and memory-time, and its calls of each
+    tool of the tool contract (priced tools are counted from these)."""
+    calls: dict[str, int] = {}
+    for e in events:
+        if e.get("kind") == "tool":
+            name = str(e.get("tool") or e.get("name") or "")
+            calls[name] = calls.get(name, 0) + 1
+    return {"sandbox": sum(sandbox, Usage()).to_dict(), "grader": sum(grader, Usage()).to_dict(),
+            "tool_calls": dict(sorted(calls.items()))}
+
+
 def unprocessable_verdict(stage: str, exc: BaseException) -> Verdict:
     """Where a fault lies decides its outcome: an error raised while trialbox processed what the agent left
     (its workspace, its events) is the agent's, a rejection, never an infrastructure error with a free retry.
@@ -178,9 +192,11 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
         result.update(unknown_cost(spec, this_attempt_known=True))
     conditions = _conditions_start(client)
     stage = "sandbox"
+    sandbox_used: list[Usage] = []
+    grader_used: list[Usage] = []
     try:
         with agent_session(agent, spec.task, sandbox_spec(spec), client, folder / "events.jsonl", spec.limits,
-                           spec.trial_id, canaries) as session:
+                           spec.trial_id, canaries, sandbox_used) as session:
             anchor, agent_result = session.anchor, session.result
             result.update(agent_fields(agent_result), events_anchor=anchor, setup_outputs=list(session.setup_outputs),
                           sandbox={"host_config": session.sandbox.info.host_config if session.sandbox.info else None})
@@ -195,7 +211,7 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
         graded = grade_trial(client, spec.image_id, spec.task, original, final, events, agent_result, canaries.values,
                              spec.environment.network_policy, spec.candidate.agent, grader_limits, f"tb-{spec.run_id[:12]}-g",
                              judge, spec.trial_id, {"org.trialbox.run": spec.run_id, "org.trialbox.trial": spec.trial_id},
-                             setup_outputs=session.setup_outputs)
+                             setup_outputs=session.setup_outputs, usage=grader_used)
         verdict = graded.verdict
         result["grader_sha256"] = tree_sha256(spec.task.grader_folder)
         stage = "artifacts"
@@ -218,6 +234,7 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
         log.warning("the agent's output could not be processed", trial=spec.trial_id, stage=stage, error=repr(exc))
         verdict = unprocessable_verdict(stage, exc)
         events = read_events(folder / "events.jsonl")
+    result["usage"] = usage_record(sandbox_used, grader_used, events)
     latencies = [e["latency_s"] for e in events if e.get("kind") == "model_call"]
     result["models_served"] = sorted({str(e.get("model_served")) for e in events if e.get("kind") == "model_call"})
     conditions.update(load_at_end=os.getloadavg()[0],

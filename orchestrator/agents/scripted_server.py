@@ -25,7 +25,8 @@ Script format (YAML or JSON; ``trialbox model-server --script FILE``)::
 A request finds its script by its API key and, when it carries the header
 ``x-trialbox-trial: <task>/<candidate>/<replicate>`` (trialbox's agents and
 model proxy send it), by the most specific of ``<key>#<trial id>``,
-``<key>#<task>`` and ``<key>``. Each trial reads its script from the start
+``<key>#<task>/<candidate>``, ``<key>#<task>`` and ``<key>`` (so two designs on
+the same model can be scripted apart, as an ablation needs). Each trial reads its script from the start
 (a cursor per script and trial), so replicates replay the same script and
 concurrent trials never take each other's answers; requests without the
 header share one cursor per script. When a script runs out the server answers
@@ -114,7 +115,8 @@ class ScriptedModelServer:
         return key or auth.removeprefix("Bearer ").strip()
 
     def _next(self, key: str, trial: str, body: dict[str, Any]) -> dict[str, Any] | None:
-        names = [f"{key}#{trial}", f"{key}#{trial.split('/', 1)[0]}", key] if trial else [key]
+        parts = trial.split("/")
+        names = ([f"{key}#{trial}", f"{key}#{'/'.join(parts[:2])}", f"{key}#{parts[0]}", key] if trial else [key])
         name = next((n for n in names if n in self.scripts), None)
         if name is None:
             return None

@@ -27,6 +27,7 @@ from ..grading.secrets import Canaries
 from ..repos import materialize
 from ..sandbox.base import SandboxSpec
 from ..sandbox.docker import DockerSandbox
+from ..sandbox.meter import Usage
 from ..settings import load_settings
 from ..tasks import Task
 from .base import Agent, AgentContext, AgentResult, run_agent
@@ -49,14 +50,16 @@ class Session:
 
 @contextlib.contextmanager
 def agent_session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.DockerClient, events_path: Path,
-                  limits: BudgetLimits, trial_id: str, canaries: Canaries | None = None) -> Iterator[Session]:
+                  limits: BudgetLimits, trial_id: str, canaries: Canaries | None = None,
+                  usage: list[Usage] | None = None) -> Iterator[Session]:
     """Run ``agent`` on ``task`` in a fresh sandbox; yields the session after the agent stopped.
 
     ``canaries`` are planted outside the workspace before the agent starts: in the
-    environment, ``~/.netrc`` and a cloud credentials file.
+    environment, ``~/.netrc`` and a cloud credentials file. What the sandbox used (CPU time, memory-time)
+    is appended to ``usage`` when it is removed, whether or not the session got as far as the agent.
     """
     with structlog.contextvars.bound_contextvars(trial_id=trial_id):
-        with _session(agent, task, spec, client, events_path, limits, trial_id, canaries) as session:
+        with _session(agent, task, spec, client, events_path, limits, trial_id, canaries, usage) as session:
             yield session
 
 
@@ -82,7 +85,8 @@ def _install(sandbox: DockerSandbox, task: Task, repo_tar: Path) -> tuple[str, .
 
 @contextlib.contextmanager
 def _session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.DockerClient, events_path: Path,
-             limits: BudgetLimits, trial_id: str, canaries: Canaries | None) -> Iterator[Session]:
+             limits: BudgetLimits, trial_id: str, canaries: Canaries | None,
+             used: list[Usage] | None = None) -> Iterator[Session]:
     mounts = agent.prepare() if hasattr(agent, "prepare") else []
     repo = materialize(task, load_settings().repos_dir)
     env = {**spec.env, **task.runtime.sandbox_env(), **(canaries.env() if canaries else {})}
@@ -101,18 +105,22 @@ def _session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.DockerC
         ctx = AgentContext(instruction, toolbox, budget, events, task.config.constraints.max_steps,
                            canaries.values if canaries else [], trial_id)
         result = run_agent(agent, ctx)
-        usage = sandbox.usage() if sandbox.is_running() else {}
+        conditions = sandbox.usage() if sandbox.is_running() else {}
         sandbox.stop()
         for worker in toolbox.pending:  # a file operation cut off at the deadline finishes now (its lease holder is
             worker.join(PENDING_JOIN_S)  # gone) or never: it cannot land after the export
         if any(w.is_alive() for w in toolbox.pending):
             raise SandboxError("a file operation on the sandbox did not end after the sandbox stopped",
                                container=spec.name)
-        session = Session(result, sandbox, events, usage=usage, setup_outputs=outputs)
+        session = Session(result, sandbox, events, usage=conditions, setup_outputs=outputs)
         session.anchor = events.close()
         yield session
     finally:
         events.close()
-        sandbox.remove()
+        try:
+            sandbox.remove()
+        finally:
+            if used is not None:
+                used.append(sandbox.meter.total)
         if hasattr(agent, "close"):
             agent.close()

@@ -24,6 +24,7 @@ from .export import Tree
 from .judge import Judge
 from .runner import GraderInfraError, GraderLimits, TestRun, compose, run_tests
 from .verdict import Verdict, decide, infra_verdict
+from ..sandbox.meter import Usage
 
 log = get_logger("grading")
 
@@ -33,6 +34,8 @@ class Grade:
     verdict: Verdict
     diff: Diff
     run: TestRun | None
+    grader_usage: Usage = Usage()
+    """What every grader container of this grading used (the baseline check and a retry included)."""
 
 
 def _suspicious(run: TestRun) -> bool:
@@ -41,20 +44,20 @@ def _suspicious(run: TestRun) -> bool:
 
 
 def _test(client, image_id: str, final: Tree, original: Tree, task: Task, limits: GraderLimits, name: str,
-          labels: dict[str, str] | None = None) -> TestRun:
+          labels: dict[str, str] | None = None, usage: list[Usage] | None = None) -> TestRun:
     """Grade the final tree; an infrastructure error only when the untouched repository fails the same way."""
     nodes = task.grader.fail_to_pass + task.grader.pass_to_pass
     comp = compose(final, original, task)
     for attempt in (1, 2):
         try:
             try:
-                run = run_tests(client, image_id, comp, task, nodes, limits, f"{name}-grader", labels)
+                run = run_tests(client, image_id, comp, task, nodes, limits, f"{name}-grader", labels, usage)
             except GraderInfraError as exc:
                 run = TestRun(integrity=[f"the final workspace could not be set up for grading ({exc.kind}): "
                                          f"{exc.detail[-500:]}"], results_found=False)
             if _suspicious(run):
                 base = run_tests(client, image_id, compose(original, original, task), task, nodes, limits,
-                                 f"{name}-baseline", labels)
+                                 f"{name}-baseline", labels, usage)
                 if _suspicious(base):
                     raise GraderInfraError("grader_broken", f"the untouched repository fails the same way: {base.log_tail[-800:]}")
                 run.results_found = True  # the agent's failure, with whatever it produced
@@ -89,15 +92,17 @@ def grade_trial(client: docker.DockerClient, image_id: str, task: Task, original
                 events: list[dict[str, Any]], agent: AgentResult, canaries: list[str], policy: str,
                 agent_kind: str, limits: GraderLimits, name: str, judge: Judge | None = None,
                 trial_id: str = "", labels: dict[str, str] | None = None,
-                setup_outputs: tuple[str, ...] | list[str] = ()) -> Grade:
+                setup_outputs: tuple[str, ...] | list[str] = (), usage: list[Usage] | None = None) -> Grade:
     """Grade one trial. ``setup_outputs`` (what the task's install step created before the agent started) are
-    trialbox's files: left out of the agent's diff and scope; the grader's own install run provides them."""
+    trialbox's files: left out of the agent's diff and scope; the grader's own install run provides them.
+    What each grader container used is appended to ``usage`` as it is removed (kept when grading fails later)."""
     view = without(final, setup_outputs)
     diff = compute_diff(original, view)
+    used: list[Usage] = usage if usage is not None else []
     try:
-        run = _test(client, image_id, final, original, task, limits, name, labels)
+        run = _test(client, image_id, final, original, task, limits, name, labels, used)
     except GraderInfraError as exc:
-        return Grade(infra_verdict(exc.kind, exc.detail), diff, None)
+        return Grade(infra_verdict(exc.kind, exc.detail), diff, None, sum(used, Usage()))
     g = task.grader
     crits = [C.tests("fail_to_pass", g.fail_to_pass, run), C.tests("pass_to_pass", g.pass_to_pass, run),
              C.integrity(run), C.scope(task, original, view, diff), C.trajectory(task, events, agent_kind),
@@ -115,4 +120,4 @@ def grade_trial(client: docker.DockerClient, image_id: str, task: Task, original
         crits.append(C.Criterion("export", not final.complete, final.complete,
                                  {"truncated": notes["truncated"], "missing_or_different": notes["problems"][:50],
                                   "notes": notes["notes"][:50]}))
-    return Grade(decide(crits, agent.stop_reason, broken_reason(events)), diff, run)
+    return Grade(decide(crits, agent.stop_reason, broken_reason(events)), diff, run, sum(used, Usage()))

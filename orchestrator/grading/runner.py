@@ -51,6 +51,7 @@ import docker
 from ..errors import OutputLost, SandboxBroken, SandboxError
 from ..sandbox.base import SandboxSpec
 from ..sandbox.docker import DockerSandbox
+from ..sandbox.meter import Usage
 from ..tasks import Task
 from ..install import InstallResult, restore_outputs, run_install, stash_outputs_and_clear
 from .diff import is_artifact
@@ -325,9 +326,11 @@ def _cross_check(run: TestRun, nodes: list[str], junit: dict[str, str], exit_cod
 
 
 def run_tests(client: docker.DockerClient, image_id: str, comp: Composition, task: Task, nodes: list[str],
-              limits: GraderLimits, name: str, labels: dict[str, str] | None = None) -> TestRun:
+              limits: GraderLimits, name: str, labels: dict[str, str] | None = None,
+              usage: list[Usage] | None = None) -> TestRun:
     """Run ``nodes`` (and the tripwire) against the composed workspace in a fresh grader container;
-    ``GraderInfraError`` when it cannot be set up."""
+    ``GraderInfraError`` when it cannot be set up. What the container used is appended to ``usage``
+    (whether or not it could be set up: a grader that failed still ran)."""
     spec = SandboxSpec(image_id=image_id, name=f"{name}-{uuid.uuid4().hex[:6]}", cpu_limit=limits.cpu_limit,
                        cpu_reservation=limits.cpu_reservation, memory_limit_mb=limits.memory_limit_mb,
                        memory_reservation_mb=limits.memory_reservation_mb, pids_limit=limits.pids_limit,
@@ -358,7 +361,11 @@ def run_tests(client: docker.DockerClient, image_id: str, comp: Composition, tas
         run.integrity[:0] = problems
         return run
     finally:
-        sandbox.remove()
+        try:
+            sandbox.remove()
+        finally:
+            if usage is not None:
+                usage.append(sandbox.meter.total)
 
 
 def _install(sandbox: DockerSandbox, comp: Composition, task: Task) -> InstallResult | None:

@@ -41,6 +41,7 @@ from ..log import get_logger
 from ..settings import load_settings
 from .base import ExecResult, Sandbox, SandboxInfo, SandboxSpec
 from .disks import LoopDisk, create_disk, destroy_disk
+from .meter import Meter, Usage
 
 CAPTURE_BYTES = 8 << 20
 GVISOR_THREAD_HEADROOM = 512
@@ -113,6 +114,8 @@ class DockerSandbox(Sandbox):
         self.volume: Any = None
         self.disk: LoopDisk | None = None
         self.info: SandboxInfo | None = None
+        self.meter = Meter(spec.cpu_reservation, spec.memory_reservation_mb)
+        """CPU time and memory-time of every span the container ran (``usage_so_far``)."""
         self._stream_api = docker.APIClient(timeout=None, version=client.api.api_version,
                                             **docker.utils.kwargs_from_env())
 
@@ -184,6 +187,7 @@ class DockerSandbox(Sandbox):
                 detach=True, stdin_open=False, tty=False)
             self.container.start()
             self.container.reload()
+        self.meter.begin(self.container, self.client.api)
         hc = self.container.attrs["HostConfig"]
         keep = ("NanoCpus", "CpuShares", "Memory", "MemorySwap", "MemoryReservation", "PidsLimit",
                 "NetworkMode", "Runtime", "ReadonlyRootfs", "CapDrop", "SecurityOpt", "Tmpfs", "ShmSize",
@@ -203,9 +207,14 @@ class DockerSandbox(Sandbox):
                 return False
         return bool(self.container.attrs["State"].get("Running"))
 
+    def usage_so_far(self) -> Usage:
+        """What the container used over its spans so far (a running span is ended: call when it stops)."""
+        return self.meter.end()
+
     def stop(self, timeout: float = 5) -> None:
         if self.container is None:
             return
+        self.meter.end()  # before the stop: the cgroup goes with the container's processes
         with docker_errors(self.spec.name):
             try:
                 self.container.stop(timeout=int(timeout))
@@ -224,9 +233,11 @@ class DockerSandbox(Sandbox):
                 raise SandboxError("the stopped sandbox could not be started again for its listing",
                                    container=self.spec.name)
             time.sleep(0.1)
+        self.meter.begin(container, self.client.api)  # its listing is part of what the trial used
 
     def remove(self) -> None:
         name = self.spec.name
+        self.meter.end()
         try:
             if self.container is not None:
                 with docker_errors(name):

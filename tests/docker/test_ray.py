@@ -141,7 +141,7 @@ def test_same_verdicts_as_local_and_blocks_stay_on_one_node(cluster, tmp_path, r
                  "--scripted-model", str(project / "examples/scripted-model.yaml"), "--out", str(run), cwd=repo_root)
     assert res.returncode == 0, res.stdout + res.stderr
     got = rows(run)
-    assert len(got) == 16
+    assert len(got) == 20
     nodes = {r["node"]["name"] for r in got}
     assert nodes == {"n1", "n2"}, nodes
     by_block: dict[int, set[str]] = {}

@@ -59,15 +59,28 @@ def test_offline_run_with_every_kind_of_agent(demo_run):
     run, res = demo_run
     assert "Traceback" not in res.stderr
     got = outcomes(run)
-    assert len(got) == 16 and len([line for line in res.stdout.splitlines() if line.startswith("[")]) == 16
+    assert len(got) == 20 and len([line for line in res.stdout.splitlines() if line.startswith("[")]) == 20
     for r in (0, 1):
         assert got[f"textkit-slug-unicode/nop/{r}"] == "rejected"
         assert got[f"textkit-slug-unicode/oracle/{r}"] == "accepted"
         assert got[f"textkit-slug-unicode/scripted-fix/{r}"] == "accepted"
         assert got[f"textkit-slug-unicode/claude-scripted/{r}"] == "accepted"
+        assert got[f"textkit-slug-unicode/claude-quick/{r}"] == "accepted"
         assert got[f"ledger-negative-format/oracle/{r}"] == "accepted"
-        assert got[f"ledger-negative-format/claude-scripted/{r}"] == "rejected"
+        assert got[f"ledger-negative-format/claude-scripted/{r}"] == "accepted"
+        assert got[f"ledger-negative-format/claude-quick/{r}"] == "rejected"
     assert (run / "manifest.yaml").exists() and json.loads((run / "lock.json").read_text())["lock_version"] == 1
+    assert json.loads((run / "lock.json").read_text())["costs"]["version"] == "demo-infra-2026-12"
+    db = sqlite3.connect(run / "results.sqlite")
+    try:
+        results = [json.loads(row[0]) for row in db.execute("SELECT result FROM trials")]
+    finally:
+        db.close()
+    for r in results:  # every trial measured its sandbox and its grader container(s) from their cgroups
+        sandbox, grader = r["usage"]["sandbox"], r["usage"]["grader"]
+        assert sandbox["source"] == "cgroup" and sandbox["cpu_s"] > 0 and sandbox["memory_gib_s"] > 0, r["id"]
+        assert grader["source"] == "cgroup" and grader["spans"] >= 1 and grader["cpu_s"] > 0, r["id"]
+    assert any(r["usage"]["tool_calls"].get("bash") for r in results if r["candidate"] == "claude-scripted")
 
 
 def test_show_explains_each_verdict(demo_run, repo_root):
@@ -75,7 +88,7 @@ def test_show_explains_each_verdict(demo_run, repo_root):
     for trial in outcomes(run):
         out = cli("show", str(run), trial, cwd=repo_root, check=0).stdout
         assert out.startswith(f"trial {trial}: ") and "criteria:" in out and "events (" in out and "intact" in out
-    claude = cli("show", str(run), "ledger-negative-format/claude-scripted/0", cwd=repo_root, check=0).stdout
+    claude = cli("show", str(run), "ledger-negative-format/claude-quick/0", cwd=repo_root, check=0).stdout
     assert "REJECTED — failed: fail_to_pass, abstention" in claude
     assert "[FAIL] abstention (critical)" in claude and "model      scripted-model-1" in claude
     missing = cli("show", str(run), "no/such/trial", cwd=repo_root, check=1)
@@ -86,7 +99,7 @@ def test_rerun_resumes_and_a_drifted_lock_is_refused(demo_run, project, repo_roo
     run, _ = demo_run
     again = cli("run", str(project / "examples/offline-demo.yaml"), "--scripted-model",
                 str(project / "examples/scripted-model.yaml"), "--out", str(run), cwd=repo_root, check=0)
-    assert "16 trial(s), 16 already done" in again.stdout and "[1/" not in again.stdout
+    assert "20 trial(s), 20 already done" in again.stdout and "[1/" not in again.stdout
     instruction = project / "tasks/textkit-slug-unicode/instruction.md"
     original = instruction.read_text()
     instruction.write_text(original + "\nAlso be quick.\n")
@@ -112,7 +125,7 @@ def test_regrade_uses_the_current_grader_without_rerunning_agents(demo_run, proj
         test.write_text(original)
     assert "7 verdict(s) changed" not in res.stdout  # sanity on the parse below
     changed = [line for line in res.stdout.splitlines() if "accepted -> rejected" in line]
-    assert len(changed) == 6 and all("textkit-slug-unicode" in line for line in changed)
+    assert len(changed) == 8 and all("textkit-slug-unicode" in line for line in changed)
     assert {p: p.stat().st_mtime for p in run.rglob("events.jsonl")} == events_before  # no agent ran again
     db = sqlite3.connect(run / "results.sqlite")
     versions = {r[0] for r in db.execute("SELECT grader_version FROM verdicts WHERE trial_id LIKE 'textkit-slug-unicode/%'")}
@@ -120,7 +133,7 @@ def test_regrade_uses_the_current_grader_without_rerunning_agents(demo_run, proj
     assert len(versions) == 2 and any("+" in v for v in versions)  # both verdicts kept, each with its grader
     back = cli("regrade", str(run), "--manifest", str(project / "examples/offline-demo.yaml"), "--scripted-model",
                str(project / "examples/scripted-model.yaml"), cwd=repo_root, check=0)  # the grader as it was
-    assert len([line for line in back.stdout.splitlines() if "rejected -> accepted" in line]) == 6
+    assert len([line for line in back.stdout.splitlines() if "rejected -> accepted" in line]) == 8
 
 
 def test_tasks_check_passes_on_the_samples_and_catches_a_broken_task(project, repo_root):
@@ -207,9 +220,28 @@ def test_report_json_schema_gate_and_html(demo_run, repo_root, tmp_path):
     assert report["adoption"]["decision"] == "INCONCLUSIVE" and res.returncode == 3
     assert report["candidates"]["oracle"]["n_accepted"] == 4 and report["candidates"]["nop"]["n_accepted"] == 0
     assert report["candidates"]["claude-scripted"]["cost_usd_total"] > 0
+    # the whole cost, split by kind: every container measured and priced, nothing left unpriced
+    for name, c in report["candidates"].items():
+        cost = c["cost"]
+        assert cost["used"]["cpu_hours"] > 0 and cost["used"]["memory_gib_hours"] > 0, name
+        assert cost["by_kind_usd"]["cpu"] > 0 and cost["by_kind_usd"]["memory"] > 0, name
+        assert cost["unpriced"] == {} and cost["unmeasured_attempts"] == 0, name
+        assert c["cost_usd_total"] == pytest.approx(sum(cost["by_kind_usd"].values()), abs=1e-5)
+    assert report["candidates"]["nop"]["cost"]["by_kind_usd"]["model"] == 0
+    assert report["candidates"]["claude-scripted"]["cost"]["by_kind_usd"]["model"] > 0
+    assert report["costs"]["version"] == "demo-infra-2026-12" and report["costs"]["model_price_table_version"]
+    for t in report["trials"]:
+        assert t["cost_usd"] > (t["model_cost_usd"] or 0)  # machines cost something for every trial
+    # one ablation: the full design fixes both tasks, the ablation only the one the baseline fixes too
+    [ab] = report["ablations"]
+    assert (ab["candidate"], ab["full"], ab["baseline"], ab["paired_tasks"]) == ("claude-quick", "claude-scripted",
+                                                                              "scripted-fix", 2)
+    assert ab["full_improvement"]["value"] == 0.5 and ab["component_adds"]["value"] == 0.5
+    assert ab["share_persisting"]["value"] == 0.0
     assert page.read_text().count('class="plot"') == 5
     text = cli("report", str(run), cwd=repo_root, check=0).stdout
     assert "decision: INCONCLUSIVE" in text and "pass^1" in text
+    assert "cost by kind: model $" in text and "ablation claude-quick = claude-scripted without exploring" in text
 
 
 def test_reproduce_matches_and_refuses_drift(demo_run, project, repo_root):
@@ -238,10 +270,10 @@ def test_run_cost_cap_stops_admitting_trials(project, repo_root):
     out = project / "runs/capped"
     res = cli("run", str(manifest), "--unchecked", "--scripted-model", str(project / "examples/scripted-model.yaml"), "--out", str(out),
               cwd=repo_root, check=0)
-    assert "worst-case cost: 2 of 8 trial(s) call a model, x $1.0 = $2.00; run cap: $0.01" in res.stdout  # nop, oracle, script: free
+    assert "worst-case cost: 4 of 10 trial(s) call a model, x $1.0 = $4.00; run cap: $0.01" in res.stdout  # nop, oracle, script: free
     assert "stopped admitting trials: the run cost reached its cap of $0.01" in res.stdout
     finished = outcomes(out)
-    assert 0 < len(finished) < 8
+    assert 0 < len(finished) < 10
     report = json.loads(cli("report", str(out), "--json", cwd=repo_root, check=0).stdout)
     assert report["run"]["stopped_by_cost_cap"] and report["run"]["provisional"]
     assert report["adoption"]["decision"] == "NONE"

@@ -19,7 +19,7 @@ REPS = 1000
 
 
 @pytest.mark.parametrize("clusters", [10, 20, 50])
-@pytest.mark.parametrize("estimator", ["pass@1", "difference", "cost_per_accepted", "pass^k"])
+@pytest.mark.parametrize("estimator", ["pass@1", "difference", "cost_per_accepted", "pass^k", "share"])
 def test_coverage_at_small_cluster_counts(clusters, estimator):
     measured = {rate: coverage(Model(clusters, mu), estimator, REPS, seed=7000 + clusters + int(mu * 10))
                 for rate, mu in RATES.items()}
