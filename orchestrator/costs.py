@@ -71,11 +71,12 @@ class TrialCost:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return {"total_usd": round(self.total, 6), "by_kind_usd": {k: round(v, 6) for k, v in self.by_kind.items()},
-                "used": {"cpu_hours": round(self.cpu_hours, 6), "memory_gib_hours": round(self.memory_gib_hours, 6),
+        r = lambda v: round(v, 10)  # noqa: E731 - a short trial's memory costs a millionth of a cent: keep it
+        return {"total_usd": r(self.total), "by_kind_usd": {k: r(v) for k, v in self.by_kind.items()},
+                "used": {"cpu_hours": r(self.cpu_hours), "memory_gib_hours": r(self.memory_gib_hours),
                          "tool_calls": dict(sorted(self.tool_calls.items())), "interventions": self.interventions},
                 "human_minutes": round(self.human_minutes, 3),
-                "unpriced": {k: round(v, 6) for k, v in sorted(self.unpriced.items())},
+                "unpriced": {k: r(v) for k, v in sorted(self.unpriced.items())},
                 "unmeasured_attempts": self.unmeasured}
 
 

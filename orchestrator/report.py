@@ -93,7 +93,7 @@ def _candidate(rows: list[dict], m: Manifest, cluster_of: dict[str, str], diffic
     cost = ratio_interval([sum(costs[r["id"]].total for r in rows if r["task"] == t) for t in tasks],
                           [per_task[t][1] for t in tasks], [cluster_of[t] for t in tasks], a.confidence,
                           seed=m.experiment.seed)
-    out["cost_usd_total"] = round(whole.total, 6)
+    out["cost_usd_total"] = round(whole.total, 10)
     out["cost"] = whole.to_dict()
     out["attempts_with_unknown_cost"] = sum(r.get("attempts_with_unknown_cost") or 0 for r in rows)
     out["cost_per_accepted_usd"] = cost.to_dict()
