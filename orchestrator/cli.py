@@ -280,7 +280,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     paths = _run_paths(args.run)
     loaded, tasks = _run_manifest(paths)
-    planned = len(json.loads((paths.root / "plan.json").read_text())["trials"]) if (paths.root / "plan.json").exists() \
+    planned = len(json.loads(paths.plan.read_text())["trials"]) if paths.plan.exists() \
         else len(tasks) * len(loaded.manifest.candidates) * loaded.manifest.execution.trials_per_task
     report = build_report(paths, loaded.manifest, {t.id: t.config.difficulty for t in tasks},
                           {t.id: t.cluster for t in tasks}, planned)

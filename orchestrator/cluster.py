@@ -56,7 +56,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noq
 
 from .backends import Finished  # noqa: E402
 from .engine import connect  # noqa: E402
-from .errors import ClusterError, ConfigError, TrialboxError  # noqa: E402
+from .errors import Cancelled, ClusterError, ConfigError, NodeError, TrialboxError  # noqa: E402
 from .grading.runner import GraderLimits  # noqa: E402
 from .grading.verdict import infra_verdict  # noqa: E402
 from .log import get_logger  # noqa: E402
@@ -66,7 +66,7 @@ from .settings import load_settings  # noqa: E402
 from .store import RunPaths  # noqa: E402
 from .tasks import Task  # noqa: E402
 from .textsafe import printable  # noqa: E402
-from .trial import Cancelled, TrialSpec, ended_attempt, run_trial  # noqa: E402
+from .trial import TrialSpec, ended_attempt, run_trial  # noqa: E402
 
 log = get_logger("cluster")
 
@@ -273,19 +273,6 @@ def _reachable(address: str, timeout: float = 5.0) -> None:
 
 def _on(node_id: str) -> NodeAffinitySchedulingStrategy:
     return NodeAffinitySchedulingStrategy(node_id, soft=False)
-
-
-class NodeError(TrialboxError):
-    """trialbox failed while running a trial on a node (its traceback is in the driver's log).
-
-    ``spend``: what the attempt cost when known otherwise than from its events; None when it is unknown."""
-
-    _READ_EVENTS = object()
-
-    def __init__(self, message: str, spend: Any = _READ_EVENTS) -> None:
-        super().__init__(message)
-        if spend is not NodeError._READ_EVENTS:
-            self.spend = spend
 
 
 class RayBackend:

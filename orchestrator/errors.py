@@ -7,26 +7,41 @@ inherit the matching builtin so callers can catch either.
 ::
 
     TrialboxError
-    ├── ConfigError                      bad input: manifest, task or grader folder
-    │   └── ValidationFailed             many problems at once (``problems``)
-    ├── LockError
+    ├── ConfigError (ValueError)         bad input: manifest, task or grader folder
+    │   ├── ValidationFailed             many problems at once (``problems``)
+    │   └── TaskSetError                 tasks that failed their last check, or were never checked
+    ├── LockError                        the lock is missing, unreadable, or the run folder is another's
     │   └── DriftError                   identifiers differ from the lock (``drifted``)
+    ├── CapacityError                    this host cannot hold even one trial's reservations
+    ├── ClusterError                     the Ray cluster cannot run this experiment
+    │   └── NodeError                    trialbox failed while running a trial on a node (``spend``)
     ├── ImageError
     │   ├── ImageNotFound (LookupError)  an image the manifest or lock names is absent
     │   └── ImageBuildError              a build under images/ failed (``log_tail``)
     ├── RepoError                        a task repository could not be materialised
+    ├── TestPatchError                   a task's test patch does not apply to its repository
+    ├── GraderInfraError                 the grader itself could not run (``kind``, ``detail``)
     └── SandboxError                     anything about a container
         ├── EngineUnavailable (ConnectionError)   no Docker engine answers
         ├── RuntimeUnavailable           e.g. ``runsc`` is not registered with the engine
-        ├── SandboxBroken                the sandbox no longer works (PID 1 gone, exec refused)
+        ├── SandboxBroken                the sandbox no longer works (PID 1 gone, exec refused; ``reason``)
+        ├── OutputLost                   the engine returned a command's output incomplete, again and again
         ├── InstallFailed                a task's install step failed before its agent started
-        ├── SandboxTimeout (TimeoutError)
         └── DiskError (OSError)          the bounded workspace disk could not be set up
+
+Control flow, never an error shown to a person (not ``TrialboxError``, so no
+handler of errors can swallow them by accident)::
+
+    Exception
+    ├── AgentStop                        the agent must stop now (``reason``: a ``StopReason``)
+    ├── ToolError                        a tool call the model got wrong: returned to it as an error result
+    └── Cancelled                        the run was interrupted: this trial is neither graded nor recorded
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 class TrialboxError(Exception):
@@ -80,8 +95,44 @@ class DriftError(LockError):
                          "keeps the lock it started with)")
 
 
+class CapacityError(TrialboxError):
+    """This host cannot hold even one trial's reservations (CPUs, memory)."""
+
+
+class TaskSetError(ConfigError):
+    """Tasks that failed their last check, or were never checked: ``trialbox run`` refuses them."""
+
+
 class ClusterError(TrialboxError):
     """The Ray cluster cannot run this experiment (unreachable, no Docker node, a node that does not match)."""
+
+
+class NodeError(ClusterError):
+    """trialbox failed while running a trial on a node (its traceback is in the driver's log).
+
+    ``spend``: what the attempt cost when known otherwise than from its events; absent when it must be read
+    from them."""
+
+    _READ_EVENTS = object()
+
+    def __init__(self, message: str, spend: Any = _READ_EVENTS) -> None:
+        super().__init__(message)
+        if spend is not NodeError._READ_EVENTS:
+            self.spend = spend
+
+
+class TestPatchError(TrialboxError):
+    """The task's test patch does not apply to its untouched repository (a task-set error)."""
+
+    __test__ = False
+
+
+class GraderInfraError(TrialboxError):
+    """The grader itself could not run (never the agent's failure): ``kind`` names the stage."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind, self.detail = kind, detail
 
 
 class ImageError(TrialboxError):
@@ -145,9 +196,27 @@ class InstallFailed(SandboxError):
     """A task's install step failed on the untouched repository (the task's problem, never the agent's)."""
 
 
-class SandboxTimeout(SandboxError, TimeoutError):
-    """A sandbox operation did not finish in time."""
-
-
 class DiskError(SandboxError, OSError):
     """The bounded writable disk of a sandbox could not be created or removed."""
+
+
+# --------------------------------------------------------------------------- control flow
+class AgentStop(Exception):
+    """Control flow: the agent must stop now, for ``reason`` (a ``agents.budget.StopReason``)."""
+
+    def __init__(self, reason: Any, detail: str = "") -> None:
+        super().__init__(f"{reason.value}: {detail}" if detail else reason.value)
+        self.reason = reason
+        self.detail = detail
+
+
+class ToolError(Exception):
+    """A tool call the model got wrong: returned to it as an error result."""
+
+    def __init__(self, message: str, kind: str = "bad_arguments") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class Cancelled(Exception):
+    """The run was interrupted: this trial is not graded and not recorded."""

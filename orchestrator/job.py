@@ -29,7 +29,7 @@ from .agents.base import AgentResult
 from .agents.budget import StopReason
 from .backends import Admission, Backend, LocalBackend
 from .costs import trial_cost
-from .errors import ConfigError, DriftError, LockError
+from .errors import Cancelled, CapacityError, ConfigError, DriftError, LockError
 from .events import read_events
 from .grading.export import tree_from_tar
 from .grading.grade import grade_trial
@@ -46,7 +46,7 @@ from .store import RunPaths, Store
 from .tasks import Task
 from .textsafe import printable
 from .log import get_logger
-from .trial import Cancelled, TrialSpec
+from .trial import TrialSpec
 
 log = get_logger("job")
 
@@ -75,7 +75,7 @@ def open_run(loaded: LoadedManifest, lock: dict[str, Any], out: Path | None) -> 
             raise DriftError([f"{k}: differs from the lock the run started with" for k in drifted])
     else:
         root.mkdir(parents=True, exist_ok=True)
-        (root / "run-key").write_text(uuid.uuid4().hex[:12] + "\n")
+        paths.run_key.write_text(uuid.uuid4().hex[:12] + "\n")
         shutil.copyfile(loaded.path, paths.manifest)
         paths.source.write_text(json.dumps({"manifest": str(loaded.path)}) + "\n")
         paths.lock.write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
@@ -144,14 +144,13 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
             collect_garbage(client, load_settings())
             admission = Admission.for_manifest(m)
             if admission.slots < 1:
-                raise LockError(f"one trial reserves {admission.per_trial_cpu} CPUs and {admission.per_trial_memory_mb} "
+                raise CapacityError(f"one trial reserves {admission.per_trial_cpu} CPUs and {admission.per_trial_memory_mb} "
                                 f"MiB; this host offers {admission.cpus:.1f} CPUs and {admission.memory_mb:.0f} MiB")
             runner = LocalBackend(admission, loaded, client, paths, judge)
         done = store.done()
         specs = trial_specs(loaded, tasks, lock, paths.key)
-        plan_file = paths.root / "plan.json"
-        if not plan_file.exists():
-            plan_file.write_text(json.dumps({"order": m.execution.order,
+        if not paths.plan.exists():
+            paths.plan.write_text(json.dumps({"order": m.execution.order,
                                              **arrangement([c.name for c in m.candidates], m.experiment.seed),
                                              "trials": [s.trial_id for s in specs]}, indent=1) + "\n")
         queue = deque(_resumed(s, paths) for s in specs if s.trial_id not in done)
@@ -164,7 +163,7 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
             f"${paying * m.execution.max_cost_usd:.2f}; run cap: {'none' if cap is None else f'${cap:.2f}'}")
         stopped, left = _execute(queue, len(specs), len(done), cap, cost, store, runner, paths, say,
                                  m.execution.max_cost_usd, m.costs)
-        (paths.root / "run.json").write_text(json.dumps({
+        paths.run_record.write_text(json.dumps({
             "stopped_by_cost_cap": stopped, "backend": runner.name, "slots": runner.slots,
             "host_share": os.environ.get("TRIALBOX_HOST_SHARE", "0.8") if runner.name == "local" else None}) + "\n")
         if stopped:
@@ -182,11 +181,9 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
 
 
 def _record(store: Store, paths: RunPaths, spec: TrialSpec, result: dict[str, Any]) -> None:
-    events_file = paths.trial(spec.trial_id, spec.attempt) / "events.jsonl"
+    events_file = paths.attempt(spec.trial_id, spec.attempt).events
     store.record(result, read_events(events_file) if events_file.exists() else [])
 
-
-RETRY_OWED = "retry-owed.json"
 
 
 def charged(result: dict[str, Any], max_cost_usd: float, costs: CostsConfig | None = None) -> float:
@@ -218,7 +215,7 @@ def _resumed(spec: TrialSpec, paths: RunPaths) -> TrialSpec:
     attempt's cost carries over, so stopping a run between an attempt and its retry neither loses
     that attempt nor gives the trial a fresh one. An attempt that merely stopped with the run (Ctrl-C)
     owes nothing: it runs again as it was."""
-    record = paths.trial(spec.trial_id, 1) / RETRY_OWED
+    record = paths.attempt(spec.trial_id, 1).retry_owed
     try:
         result = json.loads(record.read_text())
     except (OSError, ValueError):
@@ -266,9 +263,9 @@ def _execute(queue: deque, total: int, finished: int, cap: float | None, cost: f
                 if result["verdict"]["outcome"] == "infra_error" and spec.attempt == 1:
                     say(f"infrastructure error in {spec.trial_id} ({result['verdict']['kind']}): retrying it once")
                     # the retry is owed until it is recorded: a resumed run finds it here
-                    owed = paths.trial(spec.trial_id, 1)
-                    owed.mkdir(parents=True, exist_ok=True)
-                    (owed / RETRY_OWED).write_text(json.dumps(result, default=str))
+                    owed = paths.attempt(spec.trial_id, 1)
+                    owed.folder.mkdir(parents=True, exist_ok=True)
+                    owed.retry_owed.write_text(json.dumps(result, default=str))
                     queue.appendleft(_retry_of(spec, result))
                     continue
                 _record(store, paths, spec, result)
@@ -310,16 +307,16 @@ def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], clie
     try:
         for row in store.trials():
             task = by_id[row["task"]]
-            folder = paths.trial(row["id"], row["attempt"])
-            if row["verdict"]["outcome"] == "infra_error" and not (folder / "final-workspace.tar").exists():
+            folder = paths.attempt(row["id"], row["attempt"])
+            if row["verdict"]["outcome"] == "infra_error" and not folder.final_workspace.exists():
                 continue
-            final = tree_from_tar(folder / "final-workspace.tar")
+            final = tree_from_tar(folder.final_workspace)
             if task.id not in originals:
                 originals[task.id] = tree_from_tar(materialize(task, load_settings().repos_dir).tar_path)
             original = originals[task.id]
-            events = read_events(folder / "events.jsonl")
+            events = read_events(folder.events)
             agent = _agent_result(row)
-            canaries = json.loads((folder / "canaries.json").read_text())
+            canaries = json.loads(folder.canaries.read_text())
             cand = next(c for c in loaded.manifest.candidates if c.name == row["candidate"])
             graded = grade_trial(client, row["image_id"], task, original, final, events, agent, canaries,
                                  loaded.manifest.environment.network_policy, cand.agent,

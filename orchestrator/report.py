@@ -367,7 +367,7 @@ def _costs_section(paths: RunPaths, m: Manifest) -> dict[str, Any]:
 
 
 def _stopped_by_cap(paths: RunPaths) -> bool:
-    run_file = paths.root / "run.json"
+    run_file = paths.run_record
     return bool(json.loads(run_file.read_text()).get("stopped_by_cost_cap")) if run_file.exists() else False
 
 

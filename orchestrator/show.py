@@ -66,7 +66,7 @@ def show_trial(paths: RunPaths, trial_id: str) -> str:
     for c in v["criteria"]:
         mark = "PASS" if c["passed"] else "FAIL"
         lines.append(f"  [{mark}] {c['name']}{' (critical)' if c['critical'] else ''}: {_evidence(c['evidence'])}")
-    events_file = paths.trial(trial_id, row["attempt"]) / "events.jsonl"
+    events_file = paths.attempt(trial_id, row["attempt"]).events
     if events_file.exists():
         check = verify_events(events_file, expected_head=row.get("events_anchor"))
         lines.append(f"events ({check.count}, {'intact' if check.ok else 'TAMPERED: ' + '; '.join(check.problems)}):")

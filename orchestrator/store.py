@@ -6,13 +6,21 @@
       manifest.yaml          the manifest as run
       lock.json              the lock as run
       source.json            where the manifest was (its relative paths resolve there)
+      run-key                the run's unique key (its containers' labels and names)
+      plan.json              the order and arrangement of the trials
+      run.json               how the run ended (cost cap, backend, slots)
       results.sqlite         trials, criteria, events index, verdict history
-      trials/<trial>/a<attempt>/
+      trials/<trial>/a<attempt>/          (``AttemptPaths``)
         events.jsonl         the host-side event log (hash-chained)
+        canaries.json        the attempt's canary values (host only; kept for regrading)
         final-workspace.tar  the exported workspace (sanitized; no .git)
+        final-workspace.json what the export could not bring over whole, and why
         diff.patch           the change, computed on the host
         grader.log           the grader's output (tail)
         verdict.json         the verdict with every criterion and its evidence
+        retry-owed.json      (a1 only) the infrastructure failure whose retry the run still owes
+
+No other module spells these names: they ask ``RunPaths`` and ``AttemptPaths``.
 
 A trial's row is written in one transaction after its artifacts are on disk:
 a trial is either fully in the store or absent (a crash in between leaves
@@ -51,6 +59,42 @@ def slug(text: str) -> str:
 
 
 @dataclass(frozen=True)
+class AttemptPaths:
+    """The artifacts of one attempt of one trial (``trials/<trial>/a<attempt>/``)."""
+
+    folder: Path
+
+    @property
+    def events(self) -> Path:
+        return self.folder / "events.jsonl"
+
+    @property
+    def canaries(self) -> Path:
+        return self.folder / "canaries.json"
+
+    @property
+    def final_workspace(self) -> Path:
+        """The tar; its notes (what could not be brought over whole) sit beside it as ``.json``."""
+        return self.folder / "final-workspace.tar"
+
+    @property
+    def diff(self) -> Path:
+        return self.folder / "diff.patch"
+
+    @property
+    def grader_log(self) -> Path:
+        return self.folder / "grader.log"
+
+    @property
+    def verdict(self) -> Path:
+        return self.folder / "verdict.json"
+
+    @property
+    def retry_owed(self) -> Path:
+        return self.folder / "retry-owed.json"
+
+
+@dataclass(frozen=True)
 class RunPaths:
     root: Path
 
@@ -71,15 +115,31 @@ class RunPaths:
     def db(self) -> Path:
         return self.root / "results.sqlite"
 
+    @property
+    def run_key(self) -> Path:
+        return self.root / "run-key"
+
+    @property
+    def plan(self) -> Path:
+        return self.root / "plan.json"
+
+    @property
+    def run_record(self) -> Path:
+        """How the run ended: stopped by its cost cap, the backend, its slots."""
+        return self.root / "run.json"
+
     def trial(self, trial_id: str, attempt: int) -> Path:
+        """The folder of one attempt of a trial (``attempt`` names its artifacts)."""
         return self.root / "trials" / slug(trial_id) / f"a{attempt}"
+
+    def attempt(self, trial_id: str, attempt: int) -> AttemptPaths:
+        return AttemptPaths(self.trial(trial_id, attempt))
 
     @property
     def key(self) -> str:
         """The run's unique key (``run-key``, made when the run starts, kept on resume): it labels and names
         the run's containers, so that two runs whose folders share a name never touch each other's."""
-        key_file = self.root / "run-key"
-        return key_file.read_text().strip() if key_file.exists() else self.root.name
+        return self.run_key.read_text().strip() if self.run_key.exists() else self.root.name
 
 
 class Store:

@@ -53,10 +53,10 @@ import docker
 
 from .agents import BudgetLimits
 from .backends import Admission
-from .errors import ConfigError, ImageBuildError, TrialboxError
+from .errors import GraderInfraError, ImageBuildError, TaskSetError, TestPatchError, TrialboxError
 from .grading.export import tree_from_tar
-from .grading.runner import TOOLS, GraderInfraError, GraderLimits, TestRun, compose, run_tests
-from .grading.trusted import TestPatchError, trusted_tests
+from .grading.runner import TOOLS, GraderLimits, TestRun, compose, run_tests
+from .grading.trusted import trusted_tests
 from .hashing import combine, tree_sha256
 from .images import ImageRecord, build_recipe
 from .manifest import LoadedManifest, NopCandidate, OracleCandidate
@@ -69,10 +69,6 @@ from .tasks import Task, git_env
 from .trial import TrialSpec, run_trial
 
 CHECK_VERSION = 2
-
-
-class TaskSetError(ConfigError):
-    """Tasks that failed their last check, or were never checked: ``trialbox run`` refuses them."""
 
 
 @dataclass
@@ -314,7 +310,7 @@ def _agents(task: Task, loaded: LoadedManifest, client, image_id: str, replicate
                            m.environment, limits))
     for spec in specs:
         result = run_trial(spec, loaded, client, paths)
-        verdicts[spec.trial_id] = (result["verdict"], paths.trial(spec.trial_id, spec.attempt) / "grader.log")
+        verdicts[spec.trial_id] = (result["verdict"], paths.attempt(spec.trial_id, spec.attempt).grader_log)
     for tid, (v, log_file) in verdicts.items():
         if "/oracle/" in tid and not v["accepted"]:
             failing = [c for c in v["criteria"] if c["critical"] and not c["passed"]]
@@ -411,10 +407,10 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                 image_id = image_ids[task.image_key]
                 try:
                     problems = check_task(task, loaded, client, image_id, replicates, Path(tmp) / task.id)
+                except GraderInfraError as exc:  # a TrialboxError too: the more specific account first
+                    problems = [f"the grader could not run on this task ({exc.kind}): {exc.detail[-500:]}"]
                 except TrialboxError as exc:
                     problems = [f"could not be checked: {exc.message}"]
-                except GraderInfraError as exc:
-                    problems = [f"the grader could not run on this task ({exc.kind}): {exc.detail[-500:]}"]
                 check = TaskCheck(task.id, list(dict.fromkeys(problems)), time.monotonic() - start)
                 _save(task, image_id, check)
                 head = "ok" if check.ok else f"PROBLEM  {check.problems[0]}"

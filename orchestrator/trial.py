@@ -23,7 +23,7 @@ import docker
 from .agents import BudgetLimits, make_agent
 from .agents.base import AgentResult
 from .agents.session import agent_session
-from .errors import InstallFailed, SandboxError
+from .errors import Cancelled, InstallFailed, SandboxError
 from .events import read_events
 from .grading.export import ExportLimits, export_workspace, tree_from_tar
 from .grading.grade import grade_trial
@@ -40,7 +40,7 @@ from .repos import materialize
 from .sandbox.base import SandboxSpec
 from .sandbox.meter import Usage
 from .settings import load_settings
-from .store import RunPaths, slug
+from .store import AttemptPaths, RunPaths, slug
 from .tasks import Task
 from .textsafe import recordable, recordable_data
 
@@ -88,10 +88,6 @@ def sandbox_spec(spec: TrialSpec) -> SandboxSpec:
         network="none", runtime=env.runtime)
 
 
-class Cancelled(Exception):
-    """The run was interrupted: this trial is not graded and not recorded."""
-
-
 def unknown_cost(spec: TrialSpec, this_attempt_known: bool) -> dict[str, Any]:
     """The fields saying a result's cost is a lower bound: attempts whose spend went down with a node."""
     unknown = sum(a.get("cost_usd") is None for a in spec.previous_attempts) + (not this_attempt_known)
@@ -111,14 +107,14 @@ def ended_attempt(spec: TrialSpec, verdict, attempt_cost: float | None, node: di
     if cost_note:
         result["cost_note"] = cost_note
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "verdict.json").write_text(json.dumps(result, indent=2, default=str))
+    AttemptPaths(folder).verdict.write_text(json.dumps(result, indent=2, default=str))
     return result
 
 
 def spend_in(folder) -> float | None:
     """What an attempt's recorded model calls cost: 0 when it wrote no event log (it never reached its
     agent), None when the log cannot be read."""
-    events_file = folder / "events.jsonl"
+    events_file = AttemptPaths(folder).events
     if not events_file.exists():
         return 0.0
     try:
@@ -173,15 +169,15 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
     ``cancel`` (set on Ctrl-C) stops the trial before grading: it raises ``Cancelled``. ``env`` is
     where the agent's API key and base URL come from (default: this process's environment);
     ``node`` is the machine's description recorded with the result (default: this machine)."""
-    folder = paths.trial(spec.trial_id, spec.attempt)
+    files = paths.attempt(spec.trial_id, spec.attempt)
+    folder = files.folder
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.iterdir():  # a crashed earlier run of the same attempt left these: never mixed in
         stale.unlink()
-    (folder / "events.jsonl").unlink(missing_ok=True)
     started, t0 = _now(), time.monotonic()
     agent = make_agent(spec.candidate, spec.task, loaded, env)
     canaries = new_canaries()
-    (folder / "canaries.json").write_text(json.dumps(canaries.values))  # host-only: kept for regrading
+    files.canaries.write_text(json.dumps(canaries.values))  # host-only: kept for regrading
     original = tree_from_tar(materialize(spec.task, load_settings().repos_dir).tar_path)
     result: dict[str, Any] = {"id": spec.trial_id, "task": spec.task.id, "candidate": spec.candidate.name,
                               "replicate": spec.replicate, "attempt": spec.attempt, "retries": spec.retries,
@@ -195,7 +191,7 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
     sandbox_used: list[Usage] = []
     grader_used: list[Usage] = []
     try:
-        with agent_session(agent, spec.task, sandbox_spec(spec), client, folder / "events.jsonl", spec.limits,
+        with agent_session(agent, spec.task, sandbox_spec(spec), client, files.events, spec.limits,
                            spec.trial_id, canaries, sandbox_used) as session:
             anchor, agent_result = session.anchor, session.result
             result.update(agent_fields(agent_result), events_anchor=anchor, setup_outputs=list(session.setup_outputs),
@@ -205,8 +201,8 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
             final = export_workspace(session.sandbox, limits=ExportLimits(max_bytes=spec.environment.disk_limit_mb << 20))
         if cancel is not None and cancel.is_set():
             raise Cancelled(spec.trial_id)
-        events = read_events(folder / "events.jsonl")
-        final.to_tar(folder / "final-workspace.tar")
+        events = read_events(files.events)
+        final.to_tar(files.final_workspace)
         stage = "grading"
         graded = grade_trial(client, spec.image_id, spec.task, original, final, events, agent_result, canaries.values,
                              spec.environment.network_policy, spec.candidate.agent, grader_limits, f"tb-{spec.run_id[:12]}-g",
@@ -215,8 +211,8 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
         verdict = graded.verdict
         result["grader_sha256"] = tree_sha256(spec.task.grader_folder)
         stage = "artifacts"
-        (folder / "diff.patch").write_bytes(graded.diff.text.encode("utf-8", "surrogateescape"))  # names as their bytes
-        (folder / "grader.log").write_text(graded.run.log_tail if graded.run else "", errors="backslashreplace")
+        files.diff.write_bytes(graded.diff.text.encode("utf-8", "surrogateescape"))  # names as their bytes
+        files.grader_log.write_text(graded.run.log_tail if graded.run else "", errors="backslashreplace")
         result.update(changed_paths=graded.diff.paths, workspace_digest=final.digest())  # made recordable below
     except Cancelled:
         raise
@@ -225,7 +221,7 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
             raise Cancelled(spec.trial_id) from exc
         log.warning("trial infrastructure error", trial=spec.trial_id, error=str(exc))
         verdict = infra_verdict("install" if isinstance(exc, InstallFailed) else "sandbox", str(exc))
-        events = read_events(folder / "events.jsonl") if (folder / "events.jsonl").exists() else []
+        events = read_events(files.events) if files.events.exists() else []
         spent = sum(e.get("cost_usd") or 0.0 for e in events if e.get("kind") == "model_call")
         result.update(stop_reason=None, cost_usd=round(spent, 8), events_anchor=None)  # what was spent stays spent
     except Exception as exc:
@@ -233,7 +229,7 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
             raise  # before the agent stopped: trialbox's own failure (the job records it as infra_error(harness))
         log.warning("the agent's output could not be processed", trial=spec.trial_id, stage=stage, error=repr(exc))
         verdict = unprocessable_verdict(stage, exc)
-        events = read_events(folder / "events.jsonl")
+        events = read_events(files.events)
     result["usage"] = usage_record(sandbox_used, grader_used, events)
     latencies = [e["latency_s"] for e in events if e.get("kind") == "model_call"]
     result["models_served"] = sorted({str(e.get("model_served")) for e in events if e.get("kind") == "model_call"})
@@ -246,7 +242,7 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
     result.update(verdict=verdict.to_dict(), finished_at=_now(), duration_s=round(time.monotonic() - t0, 3),
                   conditions=conditions)
     result = recordable_data(result)  # the agent's paths and texts as valid Unicode, escaped where they are not
-    (folder / "verdict.json").write_text(json.dumps(result, indent=2, default=str))
+    files.verdict.write_text(json.dumps(result, indent=2, default=str))
     result["events"] = len(events)
     return result
 

@@ -12,10 +12,10 @@ import abc
 import time
 from dataclasses import dataclass, field
 
-from ..errors import SandboxBroken, TrialboxError
+from ..errors import AgentStop, SandboxBroken, TrialboxError
 from ..events import EventLog
 from ..log import get_logger
-from .budget import AgentStop, Budget, StopReason
+from .budget import Budget, StopReason
 from .toolbox import ToolBox
 
 log = get_logger("agent")

@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..errors import AgentStop
+
 
 class StopReason(str, enum.Enum):
     """Why an agent stopped."""
@@ -32,15 +34,6 @@ class StopReason(str, enum.Enum):
     @property
     def is_budget(self) -> bool:
         return self in (StopReason.MAX_TOOL_CALLS, StopReason.MAX_TOTAL_TOKENS, StopReason.MAX_COST_USD)
-
-
-class AgentStop(Exception):
-    """Control flow: the agent must stop now, for ``reason``."""
-
-    def __init__(self, reason: StopReason, detail: str = "") -> None:
-        super().__init__(f"{reason.value}: {detail}" if detail else reason.value)
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass(frozen=True)

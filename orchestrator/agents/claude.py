@@ -23,7 +23,8 @@ import anthropic
 
 from ..events import now_iso
 from .base import Agent, AgentContext
-from .budget import AgentStop, StopReason
+from ..errors import AgentStop
+from .budget import StopReason
 from .prices import Price
 from .toolbox import TOOL_SPECS, clip
 

@@ -24,7 +24,8 @@ import tempfile
 from pathlib import Path
 
 from .base import Agent, AgentContext
-from .budget import AgentStop, StopReason
+from ..errors import AgentStop
+from .budget import StopReason
 from .prices import PriceTable
 from .proxy import SOCKET_NAME, ModelProxy
 from .toolbox import Submission, clip

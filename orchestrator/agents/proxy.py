@@ -31,7 +31,8 @@ import httpx
 
 from ..events import EventLog, now_iso
 from ..grading.secrets import find as find_canaries
-from .budget import AgentStop, Budget, StopReason
+from ..errors import AgentStop
+from .budget import Budget, StopReason
 from .prices import PriceTable
 
 SOCKET_NAME = "model.sock"

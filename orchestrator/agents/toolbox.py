@@ -25,11 +25,11 @@ from typing import Any
 import docker.errors
 import requests.exceptions
 
-from ..errors import SandboxBroken, SandboxError
+from ..errors import AgentStop, SandboxBroken, SandboxError, ToolError
 from ..events import EventLog, now_iso
 from ..sandbox.base import WORKSPACE, Sandbox, within
 from ..textsafe import recordable_data
-from .budget import AgentStop, Budget, StopReason
+from .budget import Budget, StopReason
 
 TOOL_CONTRACT_REVISION = "v1"
 DEFAULT_BASH_TIMEOUT = 120.0
@@ -76,14 +76,6 @@ class ToolResult:
 class Submission:
     summary: str
     abstain: bool
-
-
-class ToolError(Exception):
-    """A tool call the model got wrong: returned to it as an error result."""
-
-    def __init__(self, message: str, kind: str = "bad_arguments") -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 def _check_unicode(arguments: dict[str, Any]) -> None:

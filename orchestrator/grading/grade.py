@@ -22,7 +22,8 @@ from . import criteria as C
 from .diff import Diff, compute_diff
 from .export import Tree
 from .judge import Judge
-from .runner import GraderInfraError, GraderLimits, TestRun, compose, run_tests
+from ..errors import GraderInfraError
+from .runner import GraderLimits, TestRun, compose, run_tests
 from .verdict import Verdict, decide, infra_verdict
 from ..sandbox.meter import Usage
 

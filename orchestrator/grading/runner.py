@@ -48,7 +48,7 @@ from pathlib import Path
 
 import docker
 
-from ..errors import OutputLost, SandboxBroken, SandboxError
+from ..errors import GraderInfraError, OutputLost, SandboxBroken, SandboxError
 from ..sandbox.base import SandboxSpec
 from ..sandbox.docker import DockerSandbox
 from ..sandbox.meter import Usage
@@ -87,14 +87,6 @@ class GraderLimits:
     def for_environment(cls, env) -> "GraderLimits":
         return cls(cpu_reservation=min(env.cpu_reservation, cls.cpu_limit),
                    memory_reservation_mb=min(env.memory_reservation_mb, cls.memory_limit_mb))
-
-
-class GraderInfraError(Exception):
-    """The grader itself could not run (never the agent's failure)."""
-
-    def __init__(self, kind: str, detail: str) -> None:
-        super().__init__(f"{kind}: {detail}")
-        self.kind, self.detail = kind, detail
 
 
 @dataclass

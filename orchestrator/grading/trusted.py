@@ -28,17 +28,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import TrialboxError
+from ..errors import TestPatchError
 from ..tasks import Task, git_env
 from .export import Tree
 
 CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "pyproject.toml", "tox.ini", "setup.cfg")
-
-
-class TestPatchError(TrialboxError):
-    """The task's test patch does not apply to its untouched repository (a task-set error)."""
-
-    __test__ = False
 
 
 @dataclass(frozen=True)

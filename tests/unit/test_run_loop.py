@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.grading.verdict import infra_verdict
-from orchestrator.job import RETRY_OWED, _execute, _resumed, _retry_of, charged
+from orchestrator.job import _execute, _resumed, _retry_of, charged
 from orchestrator.report import _nodes
 from orchestrator.store import RunPaths, Store
 from orchestrator.trial import TrialSpec
@@ -159,12 +159,12 @@ def test_resume_turns_a_recorded_infrastructure_failure_into_its_retry(tmp_path)
     folder.mkdir(parents=True)
     (folder / "verdict.json").write_text(json.dumps(lost(s)))
     assert _resumed(s, paths).attempt == 1  # an infrastructure record alone (say, left by Ctrl-C) owes nothing
-    (folder / RETRY_OWED).write_text(json.dumps(lost(s)))
+    paths.attempt(s.trial_id, 1).retry_owed.write_text(json.dumps(lost(s)))
     again = _resumed(s, paths)
     assert again.attempt == 2 and again.retries == 1
     assert again.previous_attempts[0]["kind"] == "node_lost" and again.previous_attempts[0]["cost_usd"] is None
     assert _resumed(spec(1), paths).attempt == 1  # nothing recorded for it: a fresh first attempt
-    (folder / RETRY_OWED).write_text(json.dumps(accepted(s)))
+    paths.attempt(s.trial_id, 1).retry_owed.write_text(json.dumps(accepted(s)))
     assert _resumed(s, paths).attempt == 1
 
 
@@ -191,7 +191,7 @@ def test_the_retry_owed_marker_is_written_when_a_retry_is_queued(store):
         if s.attempt == 1:
             paths.trial(s.trial_id, 1).mkdir(parents=True, exist_ok=True)
             return lost(s)
-        seen.append((paths.trial(s.trial_id, 1) / RETRY_OWED).exists())
+        seen.append(paths.attempt(s.trial_id, 1).retry_owed.exists())
         return accepted(s)
 
     _execute(deque([spec(0)]), 1, 0, None, 0.0, st, Scripted(answer), paths, lambda _: None, 1.0)
