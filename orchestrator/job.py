@@ -25,8 +25,7 @@ from typing import Any
 import docker
 
 from .agents import BudgetLimits
-from .agents.base import AgentResult
-from .agents.budget import StopReason
+from .stops import AgentResult, StopReason
 from .backends import Admission, Backend, LocalBackend
 from .costs import trial_cost
 from .errors import Cancelled, CapacityError, ConfigError, DriftError, LockError

@@ -21,7 +21,7 @@ from typing import Any
 import docker
 
 from .agents import BudgetLimits, make_agent
-from .agents.base import AgentResult
+from .stops import AgentResult
 from .agents.session import agent_session
 from .errors import Cancelled, InstallFailed, SandboxError
 from .events import read_events
@@ -29,7 +29,7 @@ from .grading.export import ExportLimits, export_workspace, tree_from_tar
 from .grading.grade import grade_trial
 from .grading.judge import Judge
 from .grading.runner import GraderLimits
-from .grading.secrets import new_canaries
+from .canaries import new_canaries
 from .grading.criteria import Criterion
 from .grading.verdict import Verdict, infra_verdict
 from .hashing import tree_sha256

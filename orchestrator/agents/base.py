@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from ..errors import AgentStop, SandboxBroken, TrialboxError
 from ..events import EventLog
 from ..log import get_logger
-from .budget import Budget, StopReason
+from ..stops import AgentResult, StopReason
+from .budget import Budget
 from .toolbox import ToolBox
 
 log = get_logger("agent")
@@ -32,25 +33,6 @@ class AgentContext:
     """Secrets planted for this trial (the model proxy refuses to send them out)."""
     trial_id: str = ""
     """Sent to model servers as ``x-trialbox-trial`` (the scripted server routes by it)."""
-
-
-@dataclass(frozen=True)
-class AgentResult:
-    """How an agent run ended and what it spent."""
-
-    stop_reason: StopReason
-    detail: str
-    summary: str | None
-    abstained: bool
-    tool_calls: int
-    model_calls: int
-    input_tokens: int
-    output_tokens: int
-    cache_read_tokens: int
-    cache_write_tokens: int
-    cost_usd: float
-    interventions: int
-    duration_s: float
 
 
 class Agent(abc.ABC):

@@ -7,33 +7,12 @@ grading all the same. Time is the host's monotonic clock, model time included.
 
 from __future__ import annotations
 
-import enum
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import AgentStop
-
-
-class StopReason(str, enum.Enum):
-    """Why an agent stopped."""
-
-    SUBMITTED = "submitted"
-    ABSTAINED = "abstained"
-    DEADLINE = "deadline"
-    MAX_TOOL_CALLS = "max_tool_calls"
-    MAX_TOTAL_TOKENS = "max_total_tokens"
-    MAX_COST_USD = "max_cost_usd"
-    SANDBOX_BROKEN = "sandbox_broken"
-    MODEL_ERROR = "model_error"
-    ENDED_WITHOUT_SUBMIT = "ended_without_submit"
-    AGENT_ERROR = "agent_error"
-    INFRA_ERROR = "infra_error"
-    """The engine failed under the agent (not the agent's doing)."""
-
-    @property
-    def is_budget(self) -> bool:
-        return self in (StopReason.MAX_TOOL_CALLS, StopReason.MAX_TOTAL_TOKENS, StopReason.MAX_COST_USD)
+from ..stops import StopReason
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 
 from ..events import EventLog, now_iso
-from ..grading.secrets import find as find_canaries
+from ..canaries import find as find_canaries
 from ..errors import AgentStop
 from .budget import Budget, StopReason
 from .prices import PriceTable

@@ -23,7 +23,7 @@ import structlog
 from ..errors import InstallFailed, SandboxError
 from ..events import EventLog
 from ..install import run_install
-from ..grading.secrets import Canaries
+from ..canaries import Canaries
 from ..repos import materialize
 from ..sandbox.base import SandboxSpec
 from ..sandbox.docker import DockerSandbox

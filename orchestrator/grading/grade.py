@@ -15,7 +15,7 @@ from typing import Any
 
 import docker
 
-from ..agents.base import AgentResult
+from ..stops import AgentResult
 from ..log import get_logger
 from ..tasks import Task
 from . import criteria as C

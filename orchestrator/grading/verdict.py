@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..agents.budget import StopReason
+from ..stops import StopReason
 from ..textsafe import recordable_data
 from .criteria import Criterion
 

@@ -16,7 +16,7 @@ import zlib
 import pytest
 
 from orchestrator.events import EventLog, read_events, verify_events
-from orchestrator.grading import secrets as S
+from orchestrator import canaries as S
 from orchestrator.grading.export import Tree, _pieces, parse_listing, resolve
 from orchestrator.textsafe import path_bytes, recordable, recordable_data
 from orchestrator.trial import unprocessable_verdict

@@ -1,0 +1,50 @@
+"""How an agent's run ends: the typed reason it stopped and what it spent.
+
+Neutral ground: the agents produce these and grading reads them, so they live
+where both import them without importing each other.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class StopReason(str, enum.Enum):
+    """Why an agent stopped."""
+
+    SUBMITTED = "submitted"
+    ABSTAINED = "abstained"
+    DEADLINE = "deadline"
+    MAX_TOOL_CALLS = "max_tool_calls"
+    MAX_TOTAL_TOKENS = "max_total_tokens"
+    MAX_COST_USD = "max_cost_usd"
+    SANDBOX_BROKEN = "sandbox_broken"
+    MODEL_ERROR = "model_error"
+    ENDED_WITHOUT_SUBMIT = "ended_without_submit"
+    AGENT_ERROR = "agent_error"
+    INFRA_ERROR = "infra_error"
+    """The engine failed under the agent (not the agent's doing)."""
+
+    @property
+    def is_budget(self) -> bool:
+        return self in (StopReason.MAX_TOOL_CALLS, StopReason.MAX_TOTAL_TOKENS, StopReason.MAX_COST_USD)
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    """How an agent run ended and what it spent."""
+
+    stop_reason: StopReason
+    detail: str
+    summary: str | None
+    abstained: bool
+    tool_calls: int
+    model_calls: int
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost_usd: float
+    interventions: int
+    duration_s: float
