@@ -1,7 +1,7 @@
 """Where trials run: the interface ``run_experiment`` drives, and the local backend.
 
 A backend starts trials it admits, reports each as it finishes, and stops
-everything on an interrupt. The run loop (``job._execute``) owns everything
+everything on an interrupt. The run loop (``job._run_queue``) owns everything
 that shapes results — plan order, the cost cap, infrastructure retries,
 recording in the store — so that results do not depend on the backend. A
 backend returns, for each finished trial, the result document with the trial's
@@ -23,9 +23,11 @@ from typing import Any, Protocol
 
 import docker
 
+from .engine import RUN_LABEL
 from .grading.runner import GraderLimits
 from .manifest import LoadedManifest
 from .nodes import node_info
+from .settings import load_settings
 from .store import RunPaths
 from .trial import TrialSpec, run_trial
 
@@ -80,7 +82,7 @@ class Admission:
 
     @classmethod
     def for_manifest(cls, m) -> "Admission":
-        share = float(os.environ.get("TRIALBOX_HOST_SHARE", "0.8"))
+        share = load_settings().host_share
         mem_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
         env, c = m.environment, m.execution.concurrency
         return cls((os.cpu_count() or 1) * share, mem_mb * share, env.cpu_reservation, env.memory_reservation_mb,
@@ -151,6 +153,6 @@ def remove_run_containers(client: docker.DockerClient, run_id: str) -> list[str]
     from .sandbox.gc import remove_containers
 
     try:
-        return remove_containers(client, {"label": f"org.trialbox.run={run_id}"}, best_effort=True)
+        return remove_containers(client, {"label": f"{RUN_LABEL}={run_id}"}, best_effort=True)
     except Exception:  # noqa: BLE001 - best effort during an interrupt; gc removes the rest
         return []

@@ -17,6 +17,12 @@ from .errors import EngineUnavailable, ImageNotFound, SandboxError
 
 LABEL_PREFIX = "org.trialbox"
 MANAGED_LABEL = f"{LABEL_PREFIX}.managed"
+RUN_LABEL = f"{LABEL_PREFIX}.run"
+"""The run a container belongs to (its run key): cleaning up a run removes exactly these."""
+TRIAL_LABEL = f"{LABEL_PREFIX}.trial"
+ATTEMPT_LABEL = f"{LABEL_PREFIX}.attempt"
+ROLE_LABEL = f"{LABEL_PREFIX}.role"
+"""``grader`` on grader containers."""
 
 
 @contextlib.contextmanager

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import os
 import shutil
 import time
 import uuid
@@ -28,6 +27,7 @@ from .agents import BudgetLimits
 from .stops import AgentResult, StopReason
 from .backends import Admission, Backend, LocalBackend
 from .costs import trial_cost
+from .engine import RUN_LABEL
 from .errors import Cancelled, CapacityError, ConfigError, DriftError, LockError
 from .events import read_events
 from .grading.export import tree_from_tar
@@ -160,11 +160,11 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
         paying = sum(s.candidate.agent in MODEL_AGENTS for s in queue)  # nop, oracle and script call no model
         say(f"worst-case cost: {paying} of {len(queue)} trial(s) call a model, x ${m.execution.max_cost_usd} = "
             f"${paying * m.execution.max_cost_usd:.2f}; run cap: {'none' if cap is None else f'${cap:.2f}'}")
-        stopped, left = _execute(queue, len(specs), len(done), cap, cost, store, runner, paths, say,
+        stopped, left = _run_queue(queue, len(specs), len(done), cap, cost, store, runner, paths, say,
                                  m.execution.max_cost_usd, m.costs)
         paths.run_record.write_text(json.dumps({
             "stopped_by_cost_cap": stopped, "backend": runner.name, "slots": runner.slots,
-            "host_share": os.environ.get("TRIALBOX_HOST_SHARE", "0.8") if runner.name == "local" else None}) + "\n")
+            "host_share": str(load_settings().host_share) if runner.name == "local" else None}) + "\n")
         if stopped:
             say(f"stopped admitting trials: the run cost reached its cap of ${cap:.2f}")
         if left:
@@ -224,7 +224,7 @@ def _resumed(spec: TrialSpec, paths: RunPaths) -> TrialSpec:
     return _retry_of(spec, result)
 
 
-def _execute(queue: deque, total: int, finished: int, cap: float | None, cost: float, store: Store,
+def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost: float, store: Store,
              runner: Backend, paths: RunPaths, say: Callable[[str], None],
              max_cost_usd: float = 0.0, costs: CostsConfig | None = None) -> tuple[bool, int]:
     """Start trials in plan order as the backend admits them; record each as it ends.
@@ -320,7 +320,7 @@ def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], clie
             graded = grade_trial(client, row["image_id"], task, original, final, events, agent, canaries,
                                  loaded.manifest.environment.network_policy, cand.agent,
                                  GraderLimits.for_environment(loaded.manifest.environment),
-                                 f"tb-{paths.key[:12]}-rg", judge, row["id"], {"org.trialbox.run": paths.key},
+                                 f"tb-{paths.key[:12]}-rg", judge, row["id"], {RUN_LABEL: paths.key},
                                  setup_outputs=row.get("setup_outputs") or ())
             verdict = graded.verdict.to_dict()
             verdict["grader_version"] += f"+{tree_sha256(task.grader_folder)[:12]}"

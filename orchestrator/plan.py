@@ -48,6 +48,11 @@ class PlannedTrial:
     position: int
 
 
+def trial_id(task: str, candidate: str, replicate: int) -> str:
+    """A trial's id: ``<task>/<candidate>/<replicate>`` (the only place it is spelled)."""
+    return f"{task}/{candidate}/{replicate}"
+
+
 def plan(tasks: Sequence[str], candidates: Sequence[str], replicates: int, seed: int,
          order: str = "counterbalanced") -> list[PlannedTrial]:
     """Every (task, candidate, replicate) once, in the order they should run."""
@@ -56,7 +61,7 @@ def plan(tasks: Sequence[str], candidates: Sequence[str], replicates: int, seed:
         for t in tasks:
             for r in range(replicates):
                 for i, c in enumerate(candidates):
-                    out.append(PlannedTrial(f"{t}/{c}/{r}", t, c, r, len(out) // len(candidates), i))
+                    out.append(PlannedTrial(trial_id(t, c, r), t, c, r, len(out) // len(candidates), i))
         return out
     labels = list(candidates)
     random.Random(seed).shuffle(labels)
@@ -70,7 +75,7 @@ def plan(tasks: Sequence[str], candidates: Sequence[str], replicates: int, seed:
             t = tasks[(ti + r) % len(tasks)]
             for position, index in enumerate(rows[block % len(rows)]):
                 c = labels[index]
-                out.append(PlannedTrial(f"{t}/{c}/{r}", t, c, r, block, position))
+                out.append(PlannedTrial(trial_id(t, c, r), t, c, r, block, position))
             block += 1
     return out
 

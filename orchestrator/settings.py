@@ -8,6 +8,9 @@ TRIALBOX_STATE_DIR         disks, materialised repositories    /var/lib/trialbox
 TRIALBOX_CA_BUNDLE         CA bundle trusted by image builds   /etc/ssl/certs/ca-certificates.crt
                            that need pip (never baked in)
 TRIALBOX_DEBIAN_MIRROR     mirror for the base image           http://deb.debian.org/debian
+TRIALBOX_HOST_SHARE        share of this host's CPUs and       0.8
+                           memory the local backend admits
+                           trials into
 =========================  ==================================  ===============================
 """
 
@@ -25,6 +28,7 @@ class Settings:
     state_dir: Path
     ca_bundle: Path
     debian_mirror: str
+    host_share: float = 0.8
 
     @property
     def disks_dir(self) -> Path:
@@ -44,4 +48,5 @@ def load_settings() -> Settings:
         state_dir=Path(os.environ.get("TRIALBOX_STATE_DIR", default_state)),
         ca_bundle=Path(os.environ.get("TRIALBOX_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")),
         debian_mirror=os.environ.get("TRIALBOX_DEBIAN_MIRROR", "http://deb.debian.org/debian"),
+        host_share=float(os.environ.get("TRIALBOX_HOST_SHARE", "0.8")),
     )

@@ -207,7 +207,7 @@ def git_env() -> dict[str, str]:
     return env
 
 
-def check_task(c: TaskConfig, g: GraderConfig, folder: Path, grader_folder: Path) -> list[Problem]:
+def check_task_folder(c: TaskConfig, g: GraderConfig, folder: Path, grader_folder: Path) -> list[Problem]:
     """Problems in one task and its grader beyond the field types."""
     tf, gf = str(folder / "task.yaml"), str(grader_folder / "grader.yaml")
     out: list[Problem] = []
@@ -298,7 +298,7 @@ def load_task(folder: Path, graders_dir: Path, images_dir: Path) -> tuple[Task |
         return None, problems
     recipe, runtime, env_problems = _environment(config, grader, folder.absolute(), images_dir,
                                                  str(folder / "task.yaml"), str(gfolder / "grader.yaml"))
-    problems += env_problems + check_task(config, grader, folder.absolute(), gfolder.absolute())
+    problems += env_problems + check_task_folder(config, grader, folder.absolute(), gfolder.absolute())
     if recipe is None or runtime is None or problems:
         return None, problems
     return Task(config=config, folder=folder.absolute(), grader=grader, grader_folder=gfolder.absolute(),

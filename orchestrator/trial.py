@@ -23,6 +23,7 @@ import docker
 from .agents import BudgetLimits, make_agent
 from .stops import AgentResult
 from .agents.session import agent_session
+from .engine import ATTEMPT_LABEL, RUN_LABEL, TRIAL_LABEL
 from .errors import Cancelled, InstallFailed, SandboxError
 from .events import read_events
 from .grading.export import ExportLimits, export_workspace, tree_from_tar
@@ -69,10 +70,6 @@ class TrialSpec:
     """The attempts this one replaces: attempt, kind, detail, node, cost (None when lost with its node)."""
 
 
-def trial_id(task: str, candidate: str, replicate: int) -> str:
-    return f"{task}/{candidate}/{replicate}"
-
-
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -81,8 +78,7 @@ def sandbox_spec(spec: TrialSpec) -> SandboxSpec:
     env = spec.environment
     return SandboxSpec(
         image_id=spec.image_id, name=f"tb-{spec.run_id[:12]}-{slug(spec.trial_id).replace('.', '-')}-a{spec.attempt}"[:120],
-        labels={"org.trialbox.run": spec.run_id, "org.trialbox.trial": spec.trial_id,
-                "org.trialbox.attempt": str(spec.attempt)},
+        labels={RUN_LABEL: spec.run_id, TRIAL_LABEL: spec.trial_id, ATTEMPT_LABEL: str(spec.attempt)},
         cpu_limit=env.cpu_limit, cpu_reservation=env.cpu_reservation, memory_limit_mb=env.memory_limit_mb,
         memory_reservation_mb=env.memory_reservation_mb, pids_limit=env.pids_limit, disk_limit_mb=env.disk_limit_mb,
         network="none", runtime=env.runtime)
@@ -206,7 +202,7 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
         stage = "grading"
         graded = grade_trial(client, spec.image_id, spec.task, original, final, events, agent_result, canaries.values,
                              spec.environment.network_policy, spec.candidate.agent, grader_limits, f"tb-{spec.run_id[:12]}-g",
-                             judge, spec.trial_id, {"org.trialbox.run": spec.run_id, "org.trialbox.trial": spec.trial_id},
+                             judge, spec.trial_id, {RUN_LABEL: spec.run_id, TRIAL_LABEL: spec.trial_id},
                              setup_outputs=session.setup_outputs, usage=grader_used)
         verdict = graded.verdict
         result["grader_sha256"] = tree_sha256(spec.task.grader_folder)

@@ -48,6 +48,7 @@ from pathlib import Path
 
 import docker
 
+from ..engine import ROLE_LABEL
 from ..errors import GraderInfraError, OutputLost, SandboxBroken, SandboxError
 from ..sandbox.base import SandboxSpec
 from ..sandbox.docker import DockerSandbox
@@ -327,7 +328,7 @@ def run_tests(client: docker.DockerClient, image_id: str, comp: Composition, tas
                        cpu_reservation=limits.cpu_reservation, memory_limit_mb=limits.memory_limit_mb,
                        memory_reservation_mb=limits.memory_reservation_mb, pids_limit=limits.pids_limit,
                        disk_limit_mb=limits.disk_limit_mb, network="none", mounts=((str(TOOLS), TOOLS_MOUNT),),
-                       env=task.runtime.sandbox_env(), labels={**(labels or {}), "org.trialbox.role": "grader"})
+                       env=task.runtime.sandbox_env(), labels={**(labels or {}), ROLE_LABEL: "grader"})
     sandbox = DockerSandbox(spec, client)
     try:
         try:
@@ -349,7 +350,7 @@ def run_tests(client: docker.DockerClient, image_id: str, comp: Composition, tas
             run.setup_failed = True
             return run
         problems = _verify_trusted(sandbox, comp)
-        run = _execute(sandbox, nodes, comp, limits, task)
+        run = _run_test_groups(sandbox, nodes, comp, limits, task)
         run.integrity[:0] = problems
         return run
     finally:
@@ -436,7 +437,7 @@ def _read_result(sandbox: DockerSandbox, path: str) -> bytes:
         raise GraderInfraError("grader_output", exc.message) from exc
 
 
-def _execute(sandbox: DockerSandbox, nodes: list[str], comp: Composition, limits: GraderLimits, task: Task) -> TestRun:
+def _run_test_groups(sandbox: DockerSandbox, nodes: list[str], comp: Composition, limits: GraderLimits, task: Task) -> TestRun:
     run = TestRun(configuration=comp.config_source)
     env = {"TRIALBOX_TEST_TIMEOUT": str(int(limits.test_timeout_s)), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
            "TRIALBOX_GRADER_CONFIG": CONFIG}

@@ -1,4 +1,4 @@
-"""The run loop (``job._execute``) with a scripted backend: retries, lost spend, resume, cost cap."""
+"""The run loop (``job._run_queue``) with a scripted backend: retries, lost spend, resume, cost cap."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.grading.verdict import infra_verdict
-from orchestrator.job import _execute, _resumed, _retry_of, charged
+from orchestrator.job import _run_queue, _resumed, _retry_of, charged
 from orchestrator.report import _nodes
 from orchestrator.store import RunPaths, Store
 from orchestrator.trial import TrialSpec
@@ -105,7 +105,7 @@ def store(tmp_path):
 def test_a_lost_attempt_is_retried_once_and_its_unknown_spend_is_kept(store):
     paths, st = store
     backend = Scripted(lambda s: lost(s) if s.attempt == 1 and s.replicate == 0 else accepted(s))
-    _execute(deque([spec(0), spec(1)]), 2, 0, None, 0.0, st, backend, paths, lambda _: None, 1.0)
+    _run_queue(deque([spec(0), spec(1)]), 2, 0, None, 0.0, st, backend, paths, lambda _: None, 1.0)
     rows = {r["id"]: r for r in st.trials()}
     assert backend.submitted.count(("t/a/0", 1)) == 1 and backend.submitted.count(("t/a/0", 2)) == 1
     assert len(rows) == 2 and rows["t/a/0"]["retries"] == 1
@@ -118,7 +118,7 @@ def test_a_lost_attempt_is_retried_once_and_its_unknown_spend_is_kept(store):
 
 def test_a_trial_lost_twice_is_recorded_with_both_losses(store):
     paths, st = store
-    _execute(deque([spec(0)]), 1, 0, None, 0.0, st, Scripted(lost), paths, lambda _: None, 1.0)
+    _run_queue(deque([spec(0)]), 1, 0, None, 0.0, st, Scripted(lost), paths, lambda _: None, 1.0)
     [row] = st.trials()
     assert row["attempt"] == 2 and row["verdict"]["kind"] == "node_lost"
     assert row["attempts_with_unknown_cost"] == 2 and row["cost_is_lower_bound"] is True
@@ -128,7 +128,7 @@ def test_a_trial_lost_twice_is_recorded_with_both_losses(store):
 
 def test_the_loop_waits_for_a_node_being_probed_instead_of_ending(store):
     paths, st = store
-    stopped, left = _execute(deque([spec(0)]), 1, 0, None, 0.0, st, Scripted(accepted, expecting=3), paths,
+    stopped, left = _run_queue(deque([spec(0)]), 1, 0, None, 0.0, st, Scripted(accepted, expecting=3), paths,
                              lambda _: None, 1.0)
     assert (stopped, left) == (False, 0) and len(st.trials()) == 1
 
@@ -137,7 +137,7 @@ def test_lost_spend_counts_against_the_cost_cap_at_the_per_trial_maximum(store):
     paths, st = store
     backend = Scripted(lambda s: lost(s) if s.attempt == 1 else accepted(s, cost=0.0))
     backend.slots = 1
-    stopped, left = _execute(deque([spec(0), spec(1), spec(2)]), 3, 0, 1.5, 0.0, st, backend, paths,
+    stopped, left = _run_queue(deque([spec(0), spec(1), spec(2)]), 3, 0, 1.5, 0.0, st, backend, paths,
                              lambda _: None, 1.0)
     # each recorded trial carries one lost attempt, charged at max_cost_usd (1.0): the cap (1.5) stops after two
     assert stopped and [r["id"] for r in st.trials()] == ["t/a/0", "t/a/1"]
@@ -146,7 +146,7 @@ def test_lost_spend_counts_against_the_cost_cap_at_the_per_trial_maximum(store):
 
 def test_a_result_that_names_another_trial_is_a_harness_failure(store):
     paths, st = store
-    _execute(deque([spec(0)]), 1, 0, None, 0.0, st, Scripted(lambda s: accepted(spec(9))), paths,
+    _run_queue(deque([spec(0)]), 1, 0, None, 0.0, st, Scripted(lambda s: accepted(spec(9))), paths,
              lambda _: None, 1.0)
     [row] = st.trials()
     assert row["id"] == "t/a/0" and row["verdict"]["kind"] == "harness" and row["attempt"] == 2
@@ -194,7 +194,7 @@ def test_the_retry_owed_marker_is_written_when_a_retry_is_queued(store):
         seen.append(paths.attempt(s.trial_id, 1).retry_owed.exists())
         return accepted(s)
 
-    _execute(deque([spec(0)]), 1, 0, None, 0.0, st, Scripted(answer), paths, lambda _: None, 1.0)
+    _run_queue(deque([spec(0)]), 1, 0, None, 0.0, st, Scripted(answer), paths, lambda _: None, 1.0)
     assert seen == [True]
 
 
@@ -210,7 +210,7 @@ def test_a_harness_failure_carries_its_node_so_no_block_looks_split(store):
     paths, st = store
     backend = Scripted(lambda s: RuntimeError("boom"))
     backend.node_for = lambda s: {"name": "n1"}
-    _execute(deque([spec(0)]), 1, 0, None, 0.0, st, backend, paths, lambda _: None, 1.0)
+    _run_queue(deque([spec(0)]), 1, 0, None, 0.0, st, backend, paths, lambda _: None, 1.0)
     [row] = st.trials()
     assert row["node"] == {"name": "n1"} and row["attempt"] == 2
     assert _nodes([row, accepted(spec(1))], ["a"], 1.0)["split_blocks"] == []
