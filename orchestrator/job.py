@@ -34,7 +34,7 @@ from .grading.export import tree_from_tar
 from .grading.grade import grade_trial
 from .grading.judge import calibrate, make_judge
 from .grading.runner import GraderLimits
-from .hashing import sha256_file, tree_sha256
+from .hashing import sha256_file
 from .lock import check_lock, lock_path, read_lock, resolve_lock, write_lock
 from .manifest import CostsConfig, LoadedManifest
 from .plan import arrangement, plan
@@ -322,8 +322,7 @@ def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], clie
                                  GraderLimits.for_environment(loaded.manifest.environment),
                                  f"tb-{paths.key[:12]}-rg", judge, row["id"], {RUN_LABEL: paths.key},
                                  setup_outputs=row.get("setup_outputs") or ())
-            verdict = graded.verdict.to_dict()
-            verdict["grader_version"] += f"+{tree_sha256(task.grader_folder)[:12]}"
+            verdict = graded.verdict.to_dict()  # its grader_version names the grader folder's content, as a run's
             if verdict["outcome"] != row["verdict"]["outcome"]:
                 changed += 1
             store.regrade(row["id"], verdict)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import docker
+import structlog
 
 from .agents import BudgetLimits, make_agent
 from .stops import AgentResult
@@ -160,6 +161,15 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClie
               grader_limits: GraderLimits = GraderLimits(), judge: Judge | None = None,
               cancel: threading.Event | None = None, env: Mapping[str, str] | None = None,
               node: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run one trial and write its artifacts (see ``_run_trial``); every log line of it, grading included,
+    carries its trial id."""
+    with structlog.contextvars.bound_contextvars(trial_id=spec.trial_id):
+        return _run_trial(spec, loaded, client, paths, grader_limits, judge, cancel, env, node)
+
+
+def _run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerClient, paths: RunPaths,
+               grader_limits: GraderLimits, judge: Judge | None, cancel: threading.Event | None,
+               env: Mapping[str, str] | None, node: dict[str, Any] | None) -> dict[str, Any]:
     """Run one trial and write its artifacts; returns the result document (also stored as verdict.json).
 
     ``cancel`` (set on Ctrl-C) stops the trial before grading: it raises ``Cancelled``. ``env`` is

@@ -16,6 +16,7 @@ from typing import Any
 import docker
 
 from ..stops import AgentResult
+from ..hashing import tree_sha256
 from ..log import get_logger
 from ..tasks import Task
 from . import criteria as C
@@ -24,7 +25,7 @@ from .export import Tree
 from .judge import Judge
 from ..errors import GraderInfraError
 from .runner import GraderLimits, TestRun, compose, run_tests
-from .verdict import Verdict, decide, infra_verdict
+from .verdict import GRADER_VERSION, Verdict, decide, infra_verdict
 from ..sandbox.meter import Usage
 
 log = get_logger("grading")
@@ -121,4 +122,12 @@ def grade_trial(client: docker.DockerClient, image_id: str, task: Task, original
         crits.append(C.Criterion("export", not final.complete, final.complete,
                                  {"truncated": notes["truncated"], "missing_or_different": notes["problems"][:50],
                                   "notes": notes["notes"][:50]}))
-    return Grade(decide(crits, agent.stop_reason, broken_reason(events)), diff, run, sum(used, Usage()))
+    verdict = dataclasses.replace(decide(crits, agent.stop_reason, broken_reason(events)),
+                                  grader_version=grader_version(task))
+    return Grade(verdict, diff, run, sum(used, Usage()))
+
+
+def grader_version(task: Task) -> str:
+    """The version a verdict is graded with: trialbox's grader and the content of the task's grader folder (the
+    same for a run and a regrade, so verdict histories compare like with like)."""
+    return f"{GRADER_VERSION}+{tree_sha256(task.grader_folder)[:12]}"
