@@ -20,7 +20,7 @@ from pathlib import Path
 
 from _common import alternate, median_interval
 
-from orchestrator.raylocal import LocalRayCluster, NodeSpec
+from orchestrator.testing.raylocal import LocalRayCluster, NodeSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 1.25

@@ -25,10 +25,10 @@ import docker
 
 from .agents import BudgetLimits
 from .stops import AgentResult, StopReason
-from .backends import Admission, Backend, LocalBackend
+from .backends import Backend, choose, open_backend
 from .costs import trial_cost
 from .engine import RUN_LABEL
-from .errors import Cancelled, CapacityError, ConfigError, DriftError, LockError
+from .errors import Cancelled, DriftError, LockError
 from .events import read_events
 from .grading.export import tree_from_tar
 from .grading.grade import grade_trial
@@ -39,7 +39,6 @@ from .lock import check_lock, lock_path, read_lock, resolve_lock, write_lock
 from .manifest import CostsConfig, LoadedManifest
 from .plan import arrangement, plan
 from .repos import materialize
-from .sandbox.gc import collect_garbage
 from .settings import load_settings
 from .store import RunPaths, Store
 from .tasks import Task
@@ -123,7 +122,7 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
     from .taskcheck import require_checked
 
     m = loaded.manifest
-    backend = backend or m.execution.backend
+    choice = choose(m.execution, backend, ray_address)  # a bad --backend is refused before anything is written
     judge = make_judge(loaded)  # a missing key is an error before any container starts
     lock = ensure_lock(loaded, tasks, client)
     lock = {**lock, "task_checks": require_checked(tasks, lock, unchecked)}
@@ -131,21 +130,7 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
     store = Store(paths)
     runner: Backend | None = None
     try:
-        if backend == "ray":
-            try:
-                from .cluster import RayBackend
-            except ImportError as exc:
-                raise ConfigError(f"the ray backend needs Ray on this machine and every node: "
-                                  f"pip install 'trialbox[ray]' ({exc})") from exc
-
-            runner = RayBackend.connect(ray_address or m.execution.ray_address, loaded, tasks, lock, paths, judge, say)
-        else:
-            collect_garbage(client, load_settings())
-            admission = Admission.for_manifest(m)
-            if admission.slots < 1:
-                raise CapacityError(f"one trial reserves {admission.per_trial_cpu} CPUs and {admission.per_trial_memory_mb} "
-                                f"MiB; this host offers {admission.cpus:.1f} CPUs and {admission.memory_mb:.0f} MiB")
-            runner = LocalBackend(admission, loaded, client, paths, judge)
+        runner = open_backend(choice, loaded, tasks, lock, paths, judge, client, say)
         done = store.done()
         specs = trial_specs(loaded, tasks, lock, paths.key)
         if not paths.plan.exists():

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.events import verify_events
-from orchestrator.raylocal import LocalRayCluster, NodeSpec
+from orchestrator.testing.raylocal import LocalRayCluster, NodeSpec
 from orchestrator.sandbox.docker import owner_label
 from orchestrator.sandbox.gc import owner_alive
 from orchestrator.settings import load_settings
@@ -123,7 +123,7 @@ def test_a_node_that_does_not_match_refuses_the_run_naming_it(cluster, tmp_path,
 
 
 def test_node_problems_names_a_missing_image_and_another_trialbox(client):
-    from orchestrator.cluster import node_problems
+    from orchestrator.backends.ray.remote import node_problems
     from orchestrator.lock import harness_identity
 
     mine = harness_identity()

@@ -7,7 +7,8 @@ import tarfile
 from collections import deque
 from dataclasses import replace
 
-from orchestrator.cluster import Node, RayBackend, bundle_paths, make_bundle, rebase_task
+from orchestrator.backends.ray import Membership, Node, RayBackend
+from orchestrator.backends.ray.bundle import bundle_paths, make_bundle, rebase_task
 from orchestrator.manifest import load_manifest
 from orchestrator.repos import materialize
 from orchestrator.tasks import load_tasks
@@ -44,10 +45,12 @@ class Say(list):
 
 def backend(nodes: dict[str, int]) -> RayBackend:
     b = RayBackend.__new__(RayBackend)
-    b.nodes = {n: Node(n, f"id-{n}", fit, {"name": n}) for n, fit in nodes.items()}
-    b._alive_ids = {f"id-{n}" for n in nodes}
-    b.block_node, b.refs, b.cap, b.probing, b.refreshed = {}, {}, None, {}, 1e18
     b.say = Say()
+    b.members = Membership({}, {}, 1.0, 1024, b.say)
+    b.members.nodes = {n: Node(n, f"id-{n}", fit, {"name": n}) for n, fit in nodes.items()}
+    b.members.alive_ids = {f"id-{n}" for n in nodes}
+    b.members.refreshed = 1e18
+    b.block_node, b.refs, b.cap = {}, {}, None
     b._pending, b._soft = "", False
     return b
 
@@ -61,7 +64,7 @@ def take(b: RayBackend, queue: deque) -> tuple[str, str] | None:
     spec = b.admit(queue)
     if spec is None:
         return None
-    b.nodes[b._pending].load += 1
+    b.members.nodes[b._pending].load += 1
     return spec.trial_id, b._pending
 
 
@@ -71,12 +74,12 @@ def test_a_block_stays_on_one_node_and_new_blocks_go_where_there_is_room():
     placed = [take(b, queue) for _ in range(4)]
     assert [p[1] for p in placed] == ["n2", "n2", "n1", "n1"]  # block 0 fills one node, block 1 the other
     assert take(b, queue) is None and len(queue) == 2  # both full: block 2 waits
-    b.nodes["n1"].load -= 1
+    b.members.nodes["n1"].load -= 1
     assert take(b, queue) == ("t2/c0/0", "n1")
     assert take(b, queue) is None  # block 2's second trial waits for n1, never goes to n2
-    b.nodes["n2"].load -= 2
+    b.members.nodes["n2"].load -= 2
     assert take(b, queue) is None
-    b.nodes["n1"].load -= 1
+    b.members.nodes["n1"].load -= 1
     assert take(b, queue) == ("t2/c1/0", "n1")
 
 
@@ -84,7 +87,7 @@ def test_a_block_whose_node_is_gone_moves_and_is_announced_split():
     b = backend({"n1": 2, "n2": 2})
     queue = specs(1)
     assert take(b, queue)[1] == "n2"
-    b._alive_ids.discard("id-n2")
+    b.members.alive_ids.discard("id-n2")
     retry = replace(queue[0], attempt=2)
     assert take(b, deque([retry]))[1] == "n1"
     assert b.block_node[0] == "n1" and any("split" in line for line in b.say)
@@ -95,7 +98,7 @@ def test_a_retry_prefers_its_blocks_node_softly_first_attempts_are_hard():
     first = specs(1)
     take(b, first)
     assert b._soft is False
-    b.nodes[b.block_node[0]].load = 0
+    b.members.nodes[b.block_node[0]].load = 0
     take(b, deque([replace(first[0], attempt=2)]))
     assert b._soft is True and b._pending == b.block_node[0]
 
@@ -114,7 +117,7 @@ def test_an_unreachable_cluster_address_fails_at_once_naming_it():
 
     import pytest
 
-    from orchestrator.cluster import _reachable
+    from orchestrator.backends.ray.membership import reachable as _reachable
     from orchestrator.errors import ClusterError
 
     with socket.socket() as listening:

@@ -1,0 +1,72 @@
+"""The local backend: trials in threads on this machine, against its engine, as many at once as
+``Admission`` allows."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+import docker
+
+from ..grading.runner import GraderLimits
+from ..manifest import LoadedManifest
+from ..nodes import node_info
+from ..store import RunPaths
+from ..trial import TrialSpec, run_trial
+from .base import Admission, Finished, remove_run_containers
+
+
+class LocalBackend:
+    """Trials in threads on this machine, against its engine."""
+
+    name = "local"
+
+    def __init__(self, admission: Admission, loaded: LoadedManifest, client: docker.DockerClient, paths: RunPaths,
+                 judge) -> None:
+        self.admission, self.slots = admission, admission.slots
+        self.loaded, self.client, self.paths, self.judge = loaded, client, paths, judge
+        self.cancel = threading.Event()
+        self.node = node_info(client)
+        self.pool = ThreadPoolExecutor(max_workers=max(1, self.slots), thread_name_prefix="trial")
+        self.futures: dict[Future, TrialSpec] = {}
+
+    def describe(self) -> str:
+        return (f"up to {self.slots} at once on {self.node['name']} ({self.admission.per_trial_cpu} CPU, "
+                f"{self.admission.per_trial_memory_mb} MiB each)")
+
+    def admit(self, queue: deque[TrialSpec]) -> TrialSpec | None:
+        return queue.popleft() if queue and len(self.futures) < self.slots else None
+
+    def submit(self, spec: TrialSpec) -> None:
+        self.futures[self.pool.submit(run_trial, spec, self.loaded, self.client, self.paths,
+                                      GraderLimits.for_environment(spec.environment), self.judge, self.cancel,
+                                      None, self.node)] = spec
+
+    @property
+    def running(self) -> int:
+        return len(self.futures)
+
+    expecting_nodes = False
+
+    def node_for(self, spec: TrialSpec) -> dict[str, Any] | None:
+        return self.node
+
+    def wait(self) -> list[Finished]:
+        done, _ = wait(self.futures, return_when=FIRST_COMPLETED)
+        return [self._finished(f) for f in done]
+
+    def _finished(self, future: Future) -> Finished:
+        spec = self.futures.pop(future)
+        exc = future.exception()
+        return (spec, exc if exc is not None else future.result())
+
+    def interrupt(self) -> list[Finished]:
+        self.cancel.set()  # running trials stop before grading
+        finished = [self._finished(f) for f in list(self.futures) if f.done() and not f.cancelled()]
+        remove_run_containers(self.client, self.paths.key)
+        return finished
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
