@@ -134,11 +134,15 @@ UNPRICED_FIELD = {"cpu_hours": "costs.cpu_hour_usd", "memory_gib_hours": "costs.
                   "interventions": "costs.minutes_per_intervention", "human_minutes": "costs.human_hour_usd"}
 
 
-def unpriced_warning(candidate: str, unpriced: dict[str, float]) -> str | None:
-    """The report's sentence naming every quantity a candidate used without a declared price."""
+def unpriced_warning(candidate: str, unpriced: dict[str, float], costs: CostsConfig | None = None) -> str | None:
+    """The report's sentence naming every quantity a candidate used without a declared price, and every field
+    that would price it (interventions need both their minutes and the hourly rate)."""
     if not unpriced:
         return None
     parts = []
     for name, q in sorted(unpriced.items()):
-        parts.append(f"{q:.4g} {name.replace('_', ' ')} ({UNPRICED_FIELD[name]} not declared)")
+        fields = UNPRICED_FIELD[name]
+        if name == "interventions" and (costs is None or costs.human_hour_usd is None):
+            fields += " and costs.human_hour_usd"
+        parts.append(f"{q:.4g} {name.replace('_', ' ')} ({fields} not declared)")
     return f"{candidate}: counted as $0 for want of a price: " + ", ".join(parts)

@@ -319,7 +319,7 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
                                                   m.analysis.confidence) if m.analysis.min_effect else None)})
     report["ablations"] = [_ablation(c, baseline, by_cand, m, cluster_of) for c in m.candidates if c.ablation_of]
     for name, c in report["candidates"].items():
-        if (w := unpriced_warning(name, c["cost"]["unpriced"])) is not None:
+        if (w := unpriced_warning(name, c["cost"]["unpriced"], m.costs)) is not None:
             report["warnings"].append(w)
         if c["cost"]["unmeasured_attempts"]:
             report["warnings"].append(
@@ -411,8 +411,8 @@ def terminal(report: dict[str, Any]) -> str:
     iv = report.get("intervals")
     if iv:
         measured = iv["measured_coverage"]
-        lines.append(f"intervals: {report['confidence']:.0%}, cluster-robust CR2 with t on {iv['clusters']} - 1 degrees "
-                     f"of freedom (rates on the logit scale, cost per accepted run as a ratio on the log scale, ablation "
+        lines.append(f"intervals: {report['confidence']:.0%}, cluster-robust CR2 with t on {max(iv['clusters'] - 1, 0)} "
+                     f"degrees of freedom ({iv['clusters']} cluster(s); rates on the logit scale, cost per accepted run as a ratio on the log scale, ablation "
                      f"shares by Fieller); " + (
                          "measured coverage from " + f"{iv['coverage_table_clusters']} clusters: " + ", ".join(
                              f"{k} {v:.1%}" for k, v in measured.items()) if measured else
@@ -435,7 +435,9 @@ def terminal(report: dict[str, Any]) -> str:
             used = split["used"]
             lines.append("    cost by kind: " + ", ".join(f"{k} {money(split['by_kind_usd'][k])}" for k in KINDS)
                          + f" ({used['cpu_hours']:.3g} CPU-h, {used['memory_gib_hours']:.3g} GiB-h, "
-                           f"{used['interventions']} intervention(s) = {split['human_minutes']:g} human minutes)")
+                           f"{used['interventions']} intervention(s) = " + (
+                               "minutes not declared)" if "interventions" in split["unpriced"]
+                               else f"{split['human_minutes']:g} human minutes)"))
     for comp in report["comparisons"]:
         lines.append(f"{comp['candidate']} − {comp['baseline']} ({comp['metric']}, {comp['paired_tasks']} paired tasks): "
                      f"{fmt(comp['difference'])}" + (f"; sample-size hint {comp['sample_size_hint']} tasks"

@@ -207,3 +207,27 @@ def test_recipe_chains_and_their_mistakes_are_named(tmp_path):
     with pytest.raises(ValidationFailed) as info:
         load_recipe("typo", images / "typo")
     assert any(p.field == "form" and "environment.yaml" in p.file for p in info.value.problems)
+
+
+def test_every_file_that_cannot_import_is_kept_however_many_node_ids_it_was_asked_for():
+    """A real fix (pallets/itsdangerous 7f4dcf8) whose test patch imports a name the fix adds: three files fail
+    to import, the first listing 97 node ids; each yields one collection error per node id."""
+    from orchestrator.grading.runner import one_per_file
+
+    class G:
+        fail_to_pass = ([f"tests/test_serializer.py::test_{i}" for i in range(97)]
+                        + [f"tests/test_timed.py::test_{i}" for i in range(40)]
+                        + [f"tests/test_url_safe.py::test_{i}" for i in range(30)])
+        pass_to_pass = ["tests/test_encoding.py::test_ok"]
+
+    class T:
+        grader = G()
+
+    raw = [{"node": n, "error": f"ImportError: cannot import name '_lazy_sha1' ({n.split('::')[0]})"}
+           for n in G.fail_to_pass]
+    errors = one_per_file(raw)
+    assert [e["node"].split("::")[0] for e in errors] == ["tests/test_serializer.py", "tests/test_timed.py",
+                                                         "tests/test_url_safe.py"]
+    run = TestRun(outcomes={"tests/test_encoding.py::test_ok": "passed"}, results_found=True,
+                  exit_codes=[1, 4, 4, 4], collect_errors=errors)  # groups in file order: encoding, serializer, ...
+    assert untouched_problems(T(), [run, run]) == []

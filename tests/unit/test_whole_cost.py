@@ -62,6 +62,8 @@ def test_a_price_left_undeclared_is_a_zero_that_is_named():
     sentence = unpriced_warning("cand", c.unpriced)
     for field in ("costs.cpu_hour_usd", "costs.memory_gib_hour_usd", "costs.minutes_per_intervention"):
         assert field in sentence
+    assert "costs.minutes_per_intervention and costs.human_hour_usd not declared" in unpriced_warning(
+        "cand", c.unpriced, CostsConfig())  # an intervention needs both to be priced: both are named
     minutes_only = trial_cost(result, CostsConfig(version="v", minutes_per_intervention=5.0))
     assert minutes_only.human_minutes == 10.0 and minutes_only.unpriced["human_minutes"] == 10.0
     assert "costs.human_hour_usd" in unpriced_warning("cand", minutes_only.unpriced)
