@@ -42,6 +42,7 @@ from .repos import materialize
 from .settings import load_settings
 from .store import RunPaths, Store
 from .tasks import Task
+from .report import money
 from .textsafe import printable
 from .log import get_logger
 from .trial import TrialSpec
@@ -108,8 +109,8 @@ def _progress(say: Callable[[str], None], done: int, total: int, running: int, f
     reasons = f" [{', '.join(printable(r) for r in v['reasons'])}]" if v["reasons"] else ""  # one line, whatever they hold
     elapsed = time.monotonic() - t0
     eta = elapsed / done * (total - done) if done else 0.0
-    say(f"[{done}/{total}] {spec.trial_id:46s} {label}{reasons}  {result['duration_s'] or 0:.1f}s ${spent if spent is not None else result.get('cost_usd') or 0:.4f}"
-        f"  | running {running}, not accepted {failed}, elapsed {elapsed:.0f}s, ~{eta:.0f}s left, cost ${cost:.4f}")
+    say(f"[{done}/{total}] {spec.trial_id:46s} {label}{reasons}  {result['duration_s'] or 0:.1f}s {money(spent if spent is not None else result.get('cost_usd') or 0)}"
+        f"  | running {running}, not accepted {failed}, elapsed {elapsed:.0f}s, ~{eta:.0f}s left, cost {money(cost)}")
 
 
 def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, out: Path | None,

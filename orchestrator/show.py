@@ -46,6 +46,22 @@ def _event_line(e: dict[str, Any]) -> str:
     return f"{kind:10s} " + _evidence({k: v for k, v in e.items() if k not in ("seq", "kind", "hash", "prev_hash", "source")})
 
 
+def _cost_line(paths: RunPaths, row: dict[str, Any]) -> str:
+    """The trial's whole cost by kind, priced as the report prices it (the run's lock holds its ``costs``)."""
+    from .costs import KINDS, trial_cost
+    from .manifest import CostsConfig
+    from .report import money
+
+    try:
+        costs = CostsConfig.model_validate(json.loads(paths.lock.read_text()).get("costs") or {})
+    except (OSError, ValueError):
+        costs = CostsConfig()
+    c = trial_cost(row, costs)
+    split = ", ".join(f"{k} {money(c.by_kind[k])}" for k in KINDS)
+    unpriced = f"; used without a price: {', '.join(sorted(c.unpriced))}" if c.unpriced else ""
+    return f"{money(c.total)} ({split}){unpriced}"
+
+
 def show_trial(paths: RunPaths, trial_id: str) -> str:
     store = Store(paths)
     try:
@@ -58,8 +74,8 @@ def show_trial(paths: RunPaths, trial_id: str) -> str:
     label = f"{v['outcome']}({v['kind']})" if v["kind"] else v["outcome"]
     lines = [f"trial {trial_id}: {label.upper()}" + (f" — failed: {', '.join(v['reasons'])}" if v["reasons"] else ""),
              f"  stop: {row.get('stop_reason')} {row.get('stop_detail') or ''}".rstrip(),
-             f"  summary: {row.get('summary')!r}   cost ${row.get('cost_usd') or 0:.4f}   {row.get('duration_s')}s   "
-             f"grader {v['grader_version']}"]
+             f"  summary: {row.get('summary')!r}   {row.get('duration_s')}s   grader {v['grader_version']}",
+             f"  cost: {_cost_line(paths, row)}"]
     if v.get("partial"):
         lines.append("  partial: " + ", ".join(f"{k} {x:.0%}" for k, x in v["partial"].items()))
     lines.append("criteria:")

@@ -88,6 +88,7 @@ def test_show_explains_each_verdict(demo_run, repo_root):
     for trial in outcomes(run):
         out = cli("show", str(run), trial, cwd=repo_root, check=0).stdout
         assert out.startswith(f"trial {trial}: ") and "criteria:" in out and "events (" in out and "intact" in out
+        assert "\n  cost: $" in out and ", cpu $" in out and "used without a price" not in out  # the whole cost
     claude = cli("show", str(run), "ledger-negative-format/claude-quick/0", cwd=repo_root, check=0).stdout
     assert "REJECTED — failed: fail_to_pass, abstention" in claude
     assert "[FAIL] abstention (critical)" in claude and "model      scripted-model-1" in claude
