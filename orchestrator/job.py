@@ -39,6 +39,7 @@ from .lock import check_lock, lock_path, read_lock, resolve_lock, write_lock
 from .manifest import CostsConfig, LoadedManifest
 from .plan import arrangement, plan
 from .repos import materialize
+from .sandbox.docker import docker_sandboxes
 from .settings import load_settings
 from .store import RunPaths, Store
 from .tasks import Task
@@ -303,7 +304,7 @@ def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], clie
             agent = _agent_result(row)
             canaries = json.loads(folder.canaries.read_text())
             cand = next(c for c in loaded.manifest.candidates if c.name == row["candidate"])
-            graded = grade_trial(client, row["image_id"], task, original, final, events, agent, canaries,
+            graded = grade_trial(docker_sandboxes(client), row["image_id"], task, original, final, events, agent, canaries,
                                  loaded.manifest.environment.network_policy, cand.agent,
                                  GraderLimits.for_environment(loaded.manifest.environment),
                                  f"tb-{paths.key[:12]}-rg", judge, row["id"], {RUN_LABEL: paths.key},

@@ -62,7 +62,8 @@ from .images import ImageRecord, build_recipe
 from .manifest import LoadedManifest, NopCandidate, OracleCandidate
 from .repos import materialize, source_identity
 from .sandbox.base import SandboxSpec
-from .sandbox.docker import DockerSandbox
+from .sandbox.base import SandboxFactory
+from .sandbox.docker import docker_sandboxes
 from .settings import load_settings
 from .store import RunPaths
 from .tasks import Task, git_env
@@ -239,12 +240,12 @@ def distinctive_lines(patch: str, most: int = 6) -> list[str]:
     return sorted(keep, key=lambda a: (-len(a), a))[:most]
 
 
-def _image_leaks(client, image_id: str, held: dict[str, bytes], answer: list[str]) -> list[str]:
+def _image_leaks(sandboxes: SandboxFactory, image_id: str, held: dict[str, bytes], answer: list[str]) -> list[str]:
     """Held-out files in the image, and installed files holding the solution's distinctive lines."""
     names = sorted({Path(p).name for p in held})
     spec = SandboxSpec(image_id=image_id, name=f"tb-taskcheck-{uuid.uuid4().hex[:8]}", disk_limit_mb=32)
     problems = []
-    with DockerSandbox(spec, client) as sb:
+    with sandboxes(spec) as sb:
         if names:
             script = 'for n in "$@"; do find / -xdev -type f -name "$n" -exec sha256sum {} + 2>/dev/null; done'
             out = sb.exec(["sh", "-c", script, "sh", *names], timeout=120).text()
@@ -282,11 +283,12 @@ def check_task(task: Task, loaded: LoadedManifest, client, image_id: str, replic
         return [f"the test patch does not apply to the untouched repository: {exc.message}"] + problems
     solution = task.grader_path(task.grader.solution) if task.grader.solution is not None else None
     answer = distinctive_lines(solution.read_text(errors="replace")) if solution is not None and solution.is_file() else []
-    problems += _image_leaks(client, image_id, held, answer)
+    sandboxes = docker_sandboxes(client)
+    problems += _image_leaks(sandboxes, image_id, held, answer)
     g = task.grader
     nodes = g.fail_to_pass + g.pass_to_pass
     limits = GraderLimits(memory_limit_mb=loaded.manifest.environment.memory_limit_mb)
-    runs = [run_tests(client, image_id, compose(original, original, task), task, nodes, limits, "tb-taskcheck")
+    runs = [run_tests(sandboxes, image_id, compose(original, original, task), task, nodes, limits, "tb-taskcheck")
             for _ in range(2)]
     before = untouched_problems(task, runs)
     if before:

@@ -40,6 +40,7 @@ from .manifest import EnvironmentConfig, LoadedManifest
 from .nodes import node_info
 from .repos import materialize
 from .sandbox.base import SandboxSpec
+from .sandbox.docker import docker_sandboxes
 from .sandbox.meter import Usage
 from .settings import load_settings
 from .store import AttemptPaths, RunPaths, slug
@@ -197,7 +198,8 @@ def _run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerCli
     sandbox_used: list[Usage] = []
     grader_used: list[Usage] = []
     try:
-        with agent_session(agent, spec.task, sandbox_spec(spec), client, files.events, spec.limits,
+        sandboxes = docker_sandboxes(client)  # the one place a trial knows its sandboxes are Docker's
+        with agent_session(agent, spec.task, sandbox_spec(spec), sandboxes, files.events, spec.limits,
                            spec.trial_id, canaries, sandbox_used) as session:
             anchor, agent_result = session.anchor, session.result
             result.update(agent_fields(agent_result), events_anchor=anchor, setup_outputs=list(session.setup_outputs),
@@ -210,7 +212,7 @@ def _run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerCli
         events = read_events(files.events)
         final.to_tar(files.final_workspace)
         stage = "grading"
-        graded = grade_trial(client, spec.image_id, spec.task, original, final, events, agent_result, canaries.values,
+        graded = grade_trial(sandboxes, spec.image_id, spec.task, original, final, events, agent_result, canaries.values,
                              spec.environment.network_policy, spec.candidate.agent, grader_limits, f"tb-{spec.run_id[:12]}-g",
                              judge, spec.trial_id, {RUN_LABEL: spec.run_id, TRIAL_LABEL: spec.trial_id},
                              setup_outputs=session.setup_outputs, usage=grader_used)

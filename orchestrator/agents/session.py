@@ -17,7 +17,6 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import docker
 import structlog
 
 from ..errors import InstallFailed, SandboxError
@@ -25,8 +24,7 @@ from ..events import EventLog
 from ..install import run_install
 from ..canaries import Canaries
 from ..repos import materialize
-from ..sandbox.base import SandboxSpec
-from ..sandbox.docker import DockerSandbox
+from ..sandbox.base import Sandbox, SandboxFactory, SandboxSpec
 from ..sandbox.meter import Usage
 from ..settings import load_settings
 from ..tasks import Task
@@ -40,7 +38,7 @@ PENDING_JOIN_S = 60.0
 @dataclasses.dataclass
 class Session:
     result: AgentResult
-    sandbox: DockerSandbox
+    sandbox: Sandbox
     events: EventLog
     anchor: str = ""
     usage: dict = dataclasses.field(default_factory=dict)
@@ -49,7 +47,7 @@ class Session:
 
 
 @contextlib.contextmanager
-def agent_session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.DockerClient, events_path: Path,
+def agent_session(agent: Agent, task: Task, spec: SandboxSpec, sandboxes: SandboxFactory, events_path: Path,
                   limits: BudgetLimits, trial_id: str, canaries: Canaries | None = None,
                   usage: list[Usage] | None = None) -> Iterator[Session]:
     """Run ``agent`` on ``task`` in a fresh sandbox; yields the session after the agent stopped.
@@ -59,17 +57,17 @@ def agent_session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.Do
     is appended to ``usage`` when it is removed, whether or not the session got as far as the agent.
     """
     with structlog.contextvars.bound_contextvars(trial_id=trial_id):
-        with _session(agent, task, spec, client, events_path, limits, trial_id, canaries, usage) as session:
+        with _session(agent, task, spec, sandboxes, events_path, limits, trial_id, canaries, usage) as session:
             yield session
 
 
-def _plant(sandbox: DockerSandbox, canaries: Canaries) -> None:
+def _plant(sandbox: Sandbox, canaries: Canaries) -> None:
     for path, content in canaries.files(sandbox.spec.home).items():
         sandbox.exec(["mkdir", "-p", posixpath.dirname(path)], timeout=30)
         sandbox.write_file(path, content.encode(), mode=0o600)
 
 
-def _install(sandbox: DockerSandbox, task: Task, repo_tar: Path) -> tuple[str, ...]:
+def _install(sandbox: Sandbox, task: Task, repo_tar: Path) -> tuple[str, ...]:
     """Run the task's install step on the untouched repository; ``InstallFailed`` when it fails (the task's
     problem: the agent has not started)."""
     if task.runtime.install is None:
@@ -84,7 +82,7 @@ def _install(sandbox: DockerSandbox, task: Task, repo_tar: Path) -> tuple[str, .
 
 
 @contextlib.contextmanager
-def _session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.DockerClient, events_path: Path,
+def _session(agent: Agent, task: Task, spec: SandboxSpec, sandboxes: SandboxFactory, events_path: Path,
              limits: BudgetLimits, trial_id: str, canaries: Canaries | None,
              used: list[Usage] | None = None) -> Iterator[Session]:
     mounts = agent.prepare() if hasattr(agent, "prepare") else []
@@ -92,7 +90,7 @@ def _session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.DockerC
     env = {**spec.env, **task.runtime.sandbox_env(), **(canaries.env() if canaries else {})}
     spec = dataclasses.replace(spec, mounts=tuple(spec.mounts) + tuple(mounts), workspace_seed=str(repo.tar_path),
                                env=env)
-    sandbox = DockerSandbox(spec, client)
+    sandbox = sandboxes(spec)
     events = EventLog(events_path, trial_id)
     try:
         sandbox.start()
@@ -105,7 +103,7 @@ def _session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.DockerC
         ctx = AgentContext(instruction, toolbox, budget, events, task.config.constraints.max_steps,
                            canaries.values if canaries else [], trial_id)
         result = run_agent(agent, ctx)
-        conditions = sandbox.usage() if sandbox.is_running() else {}
+        conditions = sandbox.conditions() if sandbox.is_running() else {}
         sandbox.stop()
         for worker in toolbox.pending:  # a file operation cut off at the deadline finishes now (its lease holder is
             worker.join(PENDING_JOIN_S)  # gone) or never: it cannot land after the export
@@ -121,6 +119,6 @@ def _session(agent: Agent, task: Task, spec: SandboxSpec, client: docker.DockerC
             sandbox.remove()
         finally:
             if used is not None:
-                used.append(sandbox.meter.total)
+                used.append(sandbox.resources_used())
         if hasattr(agent, "close"):
             agent.close()

@@ -402,7 +402,7 @@ def export_workspace(sandbox: Sandbox, workdir: str = "/workspace", limits: Expo
         close = getattr(stream, "close", None)
         if close is not None:
             close()  # a stream left half-read (the export's bounds) would hold the container
-    resume = getattr(sandbox, "resume", None)
+    resume = getattr(sandbox, "resume", None)  # on the contract; a stand-in without it cannot be listed
     if resume is None:
         tree.skipped.append("this sandbox cannot list its workspace: the export was not checked against a listing")
         return tree

@@ -13,7 +13,6 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-import docker
 
 from ..stops import AgentResult
 from ..hashing import tree_sha256
@@ -26,6 +25,7 @@ from .judge import Judge
 from ..errors import GraderInfraError
 from .runner import GraderLimits, TestRun, compose, run_tests
 from .verdict import GRADER_VERSION, Verdict, decide, infra_verdict
+from ..sandbox.base import SandboxFactory
 from ..sandbox.meter import Usage
 
 log = get_logger("grading")
@@ -45,7 +45,7 @@ def _suspicious(run: TestRun) -> bool:
     return run.timed_out or run.oom or run.exit_code is None or not run.results_found
 
 
-def _test(client, image_id: str, final: Tree, original: Tree, task: Task, limits: GraderLimits, name: str,
+def _test(sandboxes: SandboxFactory, image_id: str, final: Tree, original: Tree, task: Task, limits: GraderLimits, name: str,
           labels: dict[str, str] | None = None, usage: list[Usage] | None = None) -> TestRun:
     """Grade the final tree; an infrastructure error only when the untouched repository fails the same way."""
     nodes = task.grader.fail_to_pass + task.grader.pass_to_pass
@@ -53,12 +53,12 @@ def _test(client, image_id: str, final: Tree, original: Tree, task: Task, limits
     for attempt in (1, 2):
         try:
             try:
-                run = run_tests(client, image_id, comp, task, nodes, limits, f"{name}-grader", labels, usage)
+                run = run_tests(sandboxes, image_id, comp, task, nodes, limits, f"{name}-grader", labels, usage)
             except GraderInfraError as exc:
                 run = TestRun(integrity=[f"the final workspace could not be set up for grading ({exc.kind}): "
                                          f"{exc.detail[-500:]}"], results_found=False)
             if _suspicious(run):
-                base = run_tests(client, image_id, compose(original, original, task), task, nodes, limits,
+                base = run_tests(sandboxes, image_id, compose(original, original, task), task, nodes, limits,
                                  f"{name}-baseline", labels, usage)
                 if _suspicious(base):
                     raise GraderInfraError("grader_broken", f"the untouched repository fails the same way: {base.log_tail[-800:]}")
@@ -90,7 +90,7 @@ def broken_reason(events: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def grade_trial(client: docker.DockerClient, image_id: str, task: Task, original: Tree, final: Tree,
+def grade_trial(sandboxes: SandboxFactory, image_id: str, task: Task, original: Tree, final: Tree,
                 events: list[dict[str, Any]], agent: AgentResult, canaries: list[str], policy: str,
                 agent_kind: str, limits: GraderLimits, name: str, judge: Judge | None = None,
                 trial_id: str = "", labels: dict[str, str] | None = None,
@@ -102,7 +102,7 @@ def grade_trial(client: docker.DockerClient, image_id: str, task: Task, original
     diff = compute_diff(original, view)
     used: list[Usage] = usage if usage is not None else []
     try:
-        run = _test(client, image_id, final, original, task, limits, name, labels, used)
+        run = _test(sandboxes, image_id, final, original, task, limits, name, labels, used)
     except GraderInfraError as exc:
         return Grade(infra_verdict(exc.kind, exc.detail), diff, None, sum(used, Usage()))
     g = task.grader

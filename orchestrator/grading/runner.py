@@ -46,12 +46,10 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import docker
 
 from ..engine import ROLE_LABEL
 from ..errors import GraderInfraError, OutputLost, SandboxBroken, SandboxError
-from ..sandbox.base import SandboxSpec
-from ..sandbox.docker import DockerSandbox
+from ..sandbox.base import READ_ATTEMPTS, Sandbox, SandboxFactory, SandboxSpec
 from ..sandbox.meter import Usage
 from ..tasks import Task
 from ..install import InstallResult, restore_outputs, run_install, stash_outputs_and_clear
@@ -331,7 +329,7 @@ def _cross_check(run: TestRun, nodes: list[str], junit: dict[str, str], exit_cod
         run.integrity.append("the runner exited with 0 although its tripwire test must fail")
 
 
-def run_tests(client: docker.DockerClient, image_id: str, comp: Composition, task: Task, nodes: list[str],
+def run_tests(sandboxes: SandboxFactory, image_id: str, comp: Composition, task: Task, nodes: list[str],
               limits: GraderLimits, name: str, labels: dict[str, str] | None = None,
               usage: list[Usage] | None = None) -> TestRun:
     """Run ``nodes`` (and the tripwire) against the composed workspace in a fresh grader container;
@@ -342,7 +340,7 @@ def run_tests(client: docker.DockerClient, image_id: str, comp: Composition, tas
                        memory_reservation_mb=limits.memory_reservation_mb, pids_limit=limits.pids_limit,
                        disk_limit_mb=limits.disk_limit_mb, network="none", mounts=((str(TOOLS), TOOLS_MOUNT),),
                        env=task.runtime.sandbox_env(), labels={**(labels or {}), ROLE_LABEL: "grader"})
-    sandbox = DockerSandbox(spec, client)
+    sandbox = sandboxes(spec)
     try:
         try:
             sandbox.start()
@@ -371,10 +369,10 @@ def run_tests(client: docker.DockerClient, image_id: str, comp: Composition, tas
             sandbox.remove()
         finally:
             if usage is not None:
-                usage.append(sandbox.meter.total)
+                usage.append(sandbox.resources_used())
 
 
-def _install(sandbox: DockerSandbox, comp: Composition, task: Task) -> InstallResult | None:
+def _install(sandbox: Sandbox, comp: Composition, task: Task) -> InstallResult | None:
     """Run the install step on the trusted initial commit, keep its outputs aside and empty the workspace."""
     if task.runtime.install is None or comp.original is None:
         return None
@@ -385,11 +383,11 @@ def _install(sandbox: DockerSandbox, comp: Composition, task: Task) -> InstallRe
     return result
 
 
-def _verify_trusted(sandbox: DockerSandbox, comp: Composition) -> list[str]:
+def _verify_trusted(sandbox: Sandbox, comp: Composition) -> list[str]:
     """Every trusted file is in place, byte for byte, before any test runs."""
     paths = sorted(comp.trusted)
     script = 'cd /workspace && for f in "$@"; do sha256sum -- "$f" 2>/dev/null || echo "missing $f"; done; echo "end $#"'
-    for attempt in range(DockerSandbox.READ_ATTEMPTS):  # the engine can lose a fast exec's output: never guess
+    for attempt in range(READ_ATTEMPTS):  # the engine can lose a fast exec's output: never guess
         lines = sandbox.exec(["sh", "-c", script, "sh", *paths], timeout=120).text().splitlines()
         if lines and lines[-1] == f"end {len(paths)}" and len(lines) == len(paths) + 1:
             break
@@ -442,7 +440,7 @@ def _valid_results(data) -> dict:
     return out
 
 
-def _read_result(sandbox: DockerSandbox, path: str) -> bytes:
+def _read_result(sandbox: Sandbox, path: str) -> bytes:
     """A result file of the test run; the engine losing its bytes is ours to retry, never the agent's."""
     try:
         return sandbox.read_file(path, max_bytes=8 << 20)
@@ -450,7 +448,7 @@ def _read_result(sandbox: DockerSandbox, path: str) -> bytes:
         raise GraderInfraError("grader_output", exc.message) from exc
 
 
-def _run_test_groups(sandbox: DockerSandbox, nodes: list[str], comp: Composition, limits: GraderLimits, task: Task) -> TestRun:
+def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limits: GraderLimits, task: Task) -> TestRun:
     run = TestRun(configuration=comp.config_source)
     env = {"TRIALBOX_TEST_TIMEOUT": str(int(limits.test_timeout_s)), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
            "TRIALBOX_GRADER_CONFIG": CONFIG}

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .meter import Usage
+
 DEFAULT_USER = "1000:1000"
 WORKSPACE = "/workspace"
 
@@ -85,14 +87,23 @@ class SandboxInfo:
     host_config: dict[str, Any]
 
 
+READ_ATTEMPTS = 4
+"""How often a read whose output came back incomplete is tried again before ``OutputLost`` (the engine can
+lose a fast exec's output)."""
+
+
 class Sandbox(abc.ABC):
     """One isolated, limited environment for one trial attempt.
 
     Use as a context manager: ``start()`` on entry, ``remove()`` on exit, in
-    ``finally`` even when the body raised.
+    ``finally`` even when the body raised. Agents, grading and ``tasks check``
+    receive a ``SandboxFactory`` and use only what is on this contract; every
+    error a method raises is a ``SandboxError`` (named below where it matters).
     """
 
     spec: SandboxSpec
+    info: SandboxInfo | None = None
+    """What the engine applied, read back by ``start`` (None before)."""
 
     @abc.abstractmethod
     def start(self) -> SandboxInfo:
@@ -122,31 +133,50 @@ class Sandbox(abc.ABC):
 
     @abc.abstractmethod
     def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        """Create or replace a file, owned by the sandbox user; parents must exist."""
+        """Create or replace a file, owned by the sandbox user; parents must exist.
+
+        Raises ``SandboxError`` when it cannot be written, ``SandboxBroken`` when the sandbox is gone."""
 
     @abc.abstractmethod
     def copy_in(self, tar: bytes | Any, dest: str) -> None:
-        """Extract a tar archive (bytes or a binary file) into ``dest``."""
+        """Extract a tar archive (bytes or a binary file) into ``dest``. Raises ``SandboxError``."""
 
     @abc.abstractmethod
     def copy_out(self, path: str) -> Iterator[bytes]:
-        """A tar stream of ``path`` (works on a stopped sandbox); the caller bounds it."""
+        """A tar stream of ``path`` (works on a stopped sandbox); the caller bounds it.
+
+        Raises ``SandboxError`` when ``path`` is absent or the engine refuses."""
 
     @abc.abstractmethod
     def oom_kill_count(self) -> int | None:
-        """OOM kills recorded by the sandbox's memory cgroup so far (None: cannot tell)."""
+        """OOM kills recorded by the sandbox's memory cgroup so far (None: cannot tell). Never raises."""
 
     @abc.abstractmethod
     def is_running(self) -> bool:
-        """Whether the sandbox's init process is alive."""
+        """Whether the sandbox's init process is alive. Raises ``EngineUnavailable`` when no engine answers."""
 
     @abc.abstractmethod
     def stop(self, timeout: float = 5) -> None:
-        """Stop every process; the filesystem is kept for export."""
+        """Stop every process; the filesystem is kept for export. Raises ``SandboxError``."""
+
+    @abc.abstractmethod
+    def resume(self, timeout: float = 30) -> None:
+        """Start a stopped sandbox again for inspection: its init only, nothing the agent left runs.
+
+        Raises ``SandboxError`` when it does not come back within ``timeout`` seconds."""
 
     @abc.abstractmethod
     def remove(self) -> None:
         """Remove the container and everything created for it; idempotent, never raises on absence."""
+
+    @abc.abstractmethod
+    def conditions(self) -> dict[str, int | None]:
+        """What the host did to the running sandbox: CPU throttling, peak memory (None: unknown). Never raises."""
+
+    @abc.abstractmethod
+    def resources_used(self) -> Usage:
+        """CPU time and memory-time over every span the sandbox ran (a running span is ended: call it once the
+        sandbox stopped). Never raises: what could not be measured is ``unmeasured``."""
 
     def __enter__(self) -> "Sandbox":
         try:
@@ -158,6 +188,10 @@ class Sandbox(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.remove()
+
+
+SandboxFactory = Callable[[SandboxSpec], Sandbox]
+"""Makes a sandbox (not started) from its spec: what agents, grading and ``tasks check`` are given."""
 
 
 def within(timeout: float, fn: Callable[[], Any], what: str, pending: list[threading.Thread] | None = None) -> Any:

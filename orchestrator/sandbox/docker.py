@@ -39,7 +39,7 @@ from ..engine import MANAGED_LABEL, LABEL_PREFIX, docker_errors
 from ..errors import ImageNotFound, OutputLost, RuntimeUnavailable, SandboxBroken, SandboxError
 from ..log import get_logger
 from ..settings import load_settings
-from .base import ExecResult, Sandbox, SandboxInfo, SandboxSpec
+from .base import READ_ATTEMPTS, ExecResult, Sandbox, SandboxFactory, SandboxInfo, SandboxSpec
 from .disks import LoopDisk, create_disk, destroy_disk
 from .meter import Meter, Usage
 
@@ -115,7 +115,7 @@ class DockerSandbox(Sandbox):
         self.disk: LoopDisk | None = None
         self.info: SandboxInfo | None = None
         self.meter = Meter(spec.cpu_reservation, spec.memory_reservation_mb)
-        """CPU time and memory-time of every span the container ran (``usage_so_far``)."""
+        """CPU time and memory-time of every span the container ran (``resources_used``)."""
         self._stream_api = docker.APIClient(timeout=None, version=client.api.api_version,
                                             **docker.utils.kwargs_from_env())
 
@@ -207,8 +207,7 @@ class DockerSandbox(Sandbox):
                 return False
         return bool(self.container.attrs["State"].get("Running"))
 
-    def usage_so_far(self) -> Usage:
-        """What the container used over its spans so far (a running span is ended: call when it stops)."""
+    def resources_used(self) -> Usage:
         return self.meter.end()
 
     def stop(self, timeout: float = 5) -> None:
@@ -394,7 +393,7 @@ class DockerSandbox(Sandbox):
     def _tracks_oom(self) -> bool:
         return self.info is not None
 
-    def usage(self) -> dict[str, int | None]:
+    def conditions(self) -> dict[str, int | None]:
         """CPU throttling and peak memory from the container's cgroup on this host (None: unknown)."""
         cid = self.container.id if self.container is not None else ""
         out: dict[str, int | None] = {"cpu_throttled_periods": None, "cpu_throttled_ns": None, "memory_peak_bytes": None}
@@ -490,7 +489,7 @@ class DockerSandbox(Sandbox):
                 raise ValueError(f"{path} is larger than {max_bytes} bytes")
             return tf.extractfile(member).read()  # type: ignore[union-attr]
 
-    READ_ATTEMPTS = 4
+    READ_ATTEMPTS = READ_ATTEMPTS
 
     def _read_by_exec(self, path: str, max_bytes: int) -> bytes:
         """A file's bytes through exec, checked against its length read in the same command.
@@ -596,3 +595,6 @@ class _Capture:
         return b"".join(self.parts)
 
 
+def docker_sandboxes(client: docker.DockerClient) -> SandboxFactory:
+    """The factory of sandboxes on ``client``'s engine, for code that must not know which engine it is."""
+    return lambda spec: DockerSandbox(spec, client)

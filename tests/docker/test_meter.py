@@ -20,7 +20,7 @@ def test_cpu_and_memory_time_come_from_the_cgroup(make_sandbox, runtime):
     res = sb.exec(["python3", "-c", BURN.format(cpu=2.0)], timeout=120)
     assert res.exit_code == 0, res.stderr
     sb.stop()
-    used = sb.usage_so_far()
+    used = sb.resources_used()
     assert used.source == "cgroup" and used.spans == 1 and used.samples >= 2
     # runc: the host counts what the process counted. gVisor: the host counts the sandbox's own kernel (Sentry) and
     # file server too, and the guest's clock is gVisor's accounting, not the host's: only the bound holds as tight
@@ -29,18 +29,18 @@ def test_cpu_and_memory_time_come_from_the_cgroup(make_sandbox, runtime):
     assert used.memory_gib_s >= 0.09 * (held_s - 1.0)               # sampled once a second: one second may be missed
     assert used.memory_gib_s <= 0.5 * used.wall_s                   # never above the 512 MiB limit
     assert used.reserved_cpu_s == 0.5 * used.wall_s and used.reserved_memory_gib_s == 0.25 * used.wall_s
-    assert sb.usage_so_far() == used                                # a stopped container adds nothing more
+    assert sb.resources_used() == used                                # a stopped container adds nothing more
 
 
 def test_a_container_started_again_adds_a_span(make_sandbox):
     sb = make_sandbox()
     sb.exec(["python3", "-c", BURN.format(cpu=0.5)], timeout=120)
     sb.stop()
-    first = sb.usage_so_far()
+    first = sb.resources_used()
     sb.resume()
     sb.exec(["python3", "-c", BURN.format(cpu=0.5)], timeout=120)
     sb.stop()
-    both = sb.usage_so_far()
+    both = sb.resources_used()
     assert both.spans == 2 and both.cpu_s >= first.cpu_s + 0.5 and both.wall_s > first.wall_s
 
 
