@@ -347,7 +347,9 @@ def cmd_import_swebench(args: argparse.Namespace) -> int:
     for tid, paths in result.outside_scope.items():
         _print(f"{tid}: warning: its own fix changes files outside the scope, so its oracle would be rejected on "
                f"scope: {', '.join(paths)} (widen `scope` in the specs file)")
-    _print(f"imported {len(result.written)} instance(s) into {tasks_out} and {graders_out}: {', '.join(result.written)}")
+    _print(f"imported {len(result.written)} instance(s): task folders in {tasks_out.absolute()}, held-out grader "
+           f"folders in {graders_out.absolute()}{'' if args.graders else ' (beside the tasks; --graders to choose)'}: "
+           f"{', '.join(result.written)}")
     _print("next: `trialbox images build --manifest M` and `trialbox tasks check M` with a manifest selecting them")
     return 0
 
