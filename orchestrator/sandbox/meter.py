@@ -14,9 +14,9 @@ a new span):
 * **memory-time** (``memory_gib_s``): the integral over the span of the memory
   in use, in GiB·seconds, each sample held until the next one. "In use" is what
   ``docker stats`` shows: the cgroup's usage without its inactive file cache
-  (which the kernel takes back first). Sampled once a second, a process that
-  lives less than a second is under-counted: the error is a second's worth of
-  memory per short process, small beside a trial of minutes.
+  (which the kernel takes back first). Sampled every ``INTERVAL_S`` (a quarter
+  of a second), a process that lives less than that can be missed: the error
+  is at most a quarter second's worth of its memory.
 * **reserved** (``reserved_cpu_s``, ``reserved_memory_gib_s``): the container's
   reservations times its wall time, what admission control held for it
   whatever it used (the basis a team paying for dedicated machines prices).
@@ -44,7 +44,9 @@ from ..log import get_logger
 
 log = get_logger("meter")
 
-INTERVAL_S = 1.0
+INTERVAL_S = 0.25
+"""Between cgroup samples: three small file reads each, and a short process's memory is still seen (at 1 s,
+three 0.4 s holds of 80 MiB read 2% to 120% of their memory-time; at 0.25 s, 82% to 109%)."""
 ENGINE_INTERVAL_S = 5.0
 GIB = float(1 << 30)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
