@@ -50,7 +50,8 @@ class TrialCost:
     """Quantity used with no declared price, by name (``cpu_hours``, ``memory_gib_hours``, ``interventions``,
     ``human_minutes``)."""
     unmeasured: int = 0
-    """Attempts (or their containers) whose CPU time and memory-time are unknown: counted as 0."""
+    """Container spans (or whole attempts, lost with their node) whose CPU time and memory-time are unknown:
+    counted as 0 and named; the measured spans beside them still count."""
 
     @property
     def total(self) -> float:
@@ -102,11 +103,10 @@ def trial_cost(result: dict[str, Any], costs: CostsConfig) -> TrialCost:
                 continue  # no container of this role ran in this attempt
             cpu = u.get("reserved_cpu_s") if reserved else u.get("cpu_s")
             mem = u.get("reserved_memory_gib_s") if reserved else u.get("memory_gib_s")
-            if cpu is None or mem is None:
-                out.unmeasured += 1
-                continue
-            out.cpu_hours += cpu / 3600.0
-            out.memory_gib_hours += mem / 3600.0
+            if not reserved:  # what a span used is unknown when nothing answered for it; its reservation is not
+                out.unmeasured += int(u.get("unmeasured_spans") or 0) + (cpu is None or mem is None)
+            out.cpu_hours += (cpu or 0.0) / 3600.0  # the measured spans count, whatever else is unknown
+            out.memory_gib_hours += (mem or 0.0) / 3600.0
         for name, n in (usage.get("tool_calls") or {}).items():
             out.tool_calls[name] = out.tool_calls.get(name, 0) + int(n)
     for quantity, price, kind in ((out.cpu_hours, costs.cpu_hour_usd, "cpu"),

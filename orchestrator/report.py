@@ -19,7 +19,7 @@ from collections import defaultdict
 from typing import Any
 
 from .costs import KINDS, TrialCost, trial_cost, unpriced_warning
-from .manifest import Manifest
+from .manifest import CostsConfig, Manifest
 from .stats import (MIN_CLUSTERS, few_clusters_warning, interval_note, mean_interval, paired_difference, pass_at_k,
                     pass_hat_k, quantile, ratio_interval, sample_size_hint, share_interval)
 from .store import RunPaths, Store
@@ -237,12 +237,13 @@ def _adoption(report: dict[str, Any], by_cand: dict[str, list[dict]], m: Manifes
             reasons.append("the cost per accepted run has no interval")
         elif cost["interval"][0] > bound:
             reject.append(f"the cost per accepted interval {cost['interval']} lies above {bound}")
-        elif cost["interval"][1] < bound and report["candidates"][rule.candidate]["attempts_with_unknown_cost"]:
+        elif cost["interval"][1] < bound and (short := _cost_is_lower_bound(report["candidates"][rule.candidate])):
             reasons.append(f"the cost per accepted interval {cost['interval']} lies below {bound}, but it is a lower "
-                           f"bound: {report['candidates'][rule.candidate]['attempts_with_unknown_cost']} attempt(s)' "
-                           "spend was lost with their node")
+                           f"bound: {short}")
         elif cost["interval"][1] < bound:
-            adopt.append(f"the cost per accepted interval {cost['interval']} lies below {bound}")
+            unpriced = report["candidates"][rule.candidate]["cost"]["unpriced"]
+            adopt.append(f"the cost per accepted interval {cost['interval']} lies below {bound}" + (
+                f" (with {', '.join(sorted(unpriced))} counted as $0: no price was declared)" if unpriced else ""))
         else:
             reasons.append(f"the cost per accepted interval {cost['interval']} contains {bound}")
     if blocked:
@@ -255,6 +256,18 @@ def _adoption(report: dict[str, Any], by_cand: dict[str, list[dict]], m: Manifes
     return {"decision": "INCONCLUSIVE", "reasons": reasons + adopt}
 
 
+def _cost_is_lower_bound(c: dict[str, Any]) -> str | None:
+    """Why a candidate's cost is only a lower bound of what was spent (spend lost with a node, containers that
+    could not be measured), or None: the cost bound is never passed on such a figure. A quantity the manifest
+    left unpriced is not among them: it is zero by the manifest's own declaration, and named beside."""
+    why = []
+    if c["attempts_with_unknown_cost"]:
+        why.append(f"{c['attempts_with_unknown_cost']} attempt(s)' spend was lost with their node")
+    if c["cost"]["unmeasured_attempts"]:
+        why.append(f"{c['cost']['unmeasured_attempts']} container run(s) could not be measured")
+    return "; ".join(why) or None
+
+
 def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], cluster: dict[str, str],
                  planned: int) -> dict[str, Any]:
     store = Store(paths)
@@ -262,6 +275,10 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
         rows = store.trials()
     finally:
         store.close()
+    locked = _locked_costs(paths)
+    repriced = locked is not None and locked != m.costs
+    if locked is not None:  # a run is priced as it was locked, whatever the manifest says now
+        m = m.model_copy(update={"costs": locked})
     cluster_of = cluster if m.analysis.cluster_by == "cluster" else {t: t for t in cluster}
     by_cand = {c.name: [r for r in rows if r["candidate"] == c.name] for c in m.candidates}
     report: dict[str, Any] = {
@@ -318,6 +335,13 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
             "sample_size_hint": (sample_size_hint([cand[t] - base[t] for t in tasks], m.analysis.min_effect,
                                                   m.analysis.confidence) if m.analysis.min_effect else None)})
     report["ablations"] = [_ablation(c, baseline, by_cand, m, cluster_of) for c in m.candidates if c.ablation_of]
+    if repriced:
+        report["warnings"].append("the manifest's costs section differs from the run's lock: every cost here is "
+                                  f"priced with the lock's (version {m.costs.version})")
+    if m.costs.tool_call_usd and any(c.agent == "command" for c in m.candidates):
+        report["warnings"].append("tool prices apply to calls of trialbox's tool contract; a command agent's own "
+                                  "tools run inside its container unseen, so its priced tools count as $0 (their "
+                                  "compute is in its CPU and memory)")
     for name, c in report["candidates"].items():
         if (w := unpriced_warning(name, c["cost"]["unpriced"], m.costs)) is not None:
             report["warnings"].append(w)
@@ -350,9 +374,22 @@ def _ablation(c, baseline: str, by_cand: dict[str, list[dict]], m: Manifest, clu
     out["ablated_improvement"] = paired_difference([a[t] for t in tasks], [b[t] for t in tasks], clusters, conf, seed=seed).to_dict()
     out["component_adds"] = paired_difference([f[t] for t in tasks], [a[t] for t in tasks], clusters, conf, seed=seed).to_dict()
     share = share_interval(ab, fb, clusters, conf)
-    out["share_persisting"] = share.to_dict() if share.value is not None else {
-        "value": None, "interval": None, "reason": "the full design did not improve on the baseline on these tasks"}
+    out["share_persisting"] = share.to_dict() if share.value is not None and sum(fb) > 0 else {
+        "value": None, "interval": None,
+        "reason": "the full design did not improve on the baseline on these tasks: there is no improvement to share"}
     return out
+
+
+def _locked_costs(paths: RunPaths) -> CostsConfig | None:
+    """The ``costs`` section the run's lock recorded (None for a run locked before costs were)."""
+    try:
+        section = json.loads(paths.lock.read_text()).get("costs")
+    except (OSError, ValueError, AttributeError):
+        return None
+    try:
+        return CostsConfig.model_validate(section) if isinstance(section, dict) else None
+    except ValueError:
+        return None
 
 
 def _costs_section(paths: RunPaths, m: Manifest) -> dict[str, Any]:

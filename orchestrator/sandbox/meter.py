@@ -57,10 +57,10 @@ class Usage:
     """What one or more container spans used."""
 
     wall_s: float = 0.0
-    cpu_s: float | None = 0.0
-    """CPU time (user + system) of every process in the container; None: could not be measured."""
-    memory_gib_s: float | None = 0.0
-    """Memory in use integrated over the wall time, GiB·s; None: could not be measured."""
+    cpu_s: float = 0.0
+    """CPU time (user + system) of every process in the container, over the measured spans."""
+    memory_gib_s: float = 0.0
+    """Memory in use integrated over the wall time of the measured spans, GiB·s."""
     reserved_cpu_s: float = 0.0
     """CPU reservation × wall time."""
     reserved_memory_gib_s: float = 0.0
@@ -69,21 +69,24 @@ class Usage:
     """``cgroup``, ``engine``, ``unmeasured``, or several joined by ``+``; ``none`` for no span."""
     spans: int = 0
     samples: int = 0
+    unmeasured_spans: int = 0
+    """Spans neither the cgroup nor the engine answered for: their CPU and memory are not in the figures above
+    (the measured spans' still are), and the report names them."""
 
     def __add__(self, other: "Usage") -> "Usage":
-        def add(a: float | None, b: float | None) -> float | None:
-            return None if a is None or b is None else a + b
         sources = [s for s in dict.fromkeys(self.source.split("+") + other.source.split("+")) if s != "none"]
-        return Usage(self.wall_s + other.wall_s, add(self.cpu_s, other.cpu_s),
-                     add(self.memory_gib_s, other.memory_gib_s), self.reserved_cpu_s + other.reserved_cpu_s,
+        return Usage(self.wall_s + other.wall_s, self.cpu_s + other.cpu_s, self.memory_gib_s + other.memory_gib_s,
+                     self.reserved_cpu_s + other.reserved_cpu_s,
                      self.reserved_memory_gib_s + other.reserved_memory_gib_s, "+".join(sources) or "none",
-                     self.spans + other.spans, self.samples + other.samples)
+                     self.spans + other.spans, self.samples + other.samples,
+                     self.unmeasured_spans + other.unmeasured_spans)
 
     def to_dict(self) -> dict[str, Any]:
-        r = lambda v: None if v is None else round(v, 6)  # noqa: E731
+        r = lambda v: round(v, 6)  # noqa: E731
         return {"wall_s": r(self.wall_s), "cpu_s": r(self.cpu_s), "memory_gib_s": r(self.memory_gib_s),
                 "reserved_cpu_s": r(self.reserved_cpu_s), "reserved_memory_gib_s": r(self.reserved_memory_gib_s),
-                "source": self.source, "spans": self.spans, "samples": self.samples}
+                "source": self.source, "spans": self.spans, "samples": self.samples,
+                "unmeasured_spans": self.unmeasured_spans}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "Usage":
@@ -143,6 +146,13 @@ def cgroup_files(pid: int, container_id: str, root: Path = CGROUP_ROOT, proc: Pa
                  ) -> CgroupFiles | None:
     """The cgroup files of the container whose init is ``pid`` on this host; None when they cannot be found
     or ``/proc/<pid>/cgroup`` does not name the container (another host's pid, another pid namespace)."""
+    try:
+        return _cgroup_files(pid, container_id, root, proc)
+    except OSError:  # a cgroup folder this process may not read (Path.is_file raises EACCES): not found
+        return None
+
+
+def _cgroup_files(pid: int, container_id: str, root: Path, proc: Path) -> CgroupFiles | None:
     text = _read(proc / str(pid) / "cgroup") if pid > 0 else None
     if not text or not container_id or container_id not in text:
         return None
@@ -199,14 +209,17 @@ class Meter:
     def begin(self, container: Any, api: Any) -> None:
         """Start a span of ``container`` (started, attributes loaded); a span already open is ended first."""
         self.end()
-        pid = int(((getattr(container, "attrs", None) or {}).get("State") or {}).get("Pid") or 0)
+        try:
+            pid = int(((getattr(container, "attrs", None) or {}).get("State") or {}).get("Pid") or 0)
+        except (TypeError, ValueError):
+            pid = 0
         files = cgroup_files(pid, container.id)
         if files is not None:
             read, source, every = files.read, "cgroup", self.interval
         else:
             read, source, every = (lambda: engine_reading(api, container.id)), "engine", self.engine_interval
         span = _Span(read, source, every)
-        if span.first is None and source == "cgroup":  # the files vanished at once: ask the engine
+        if not span.first and source == "cgroup":  # the files vanished at once: ask the engine
             span = _Span(lambda: engine_reading(api, container.id), "engine", self.engine_interval)
         with self._lock:
             self._span = span
@@ -225,17 +238,22 @@ class _Span:
     def __init__(self, read, source: str, every: float) -> None:
         self.read, self.source, self.every = read, source, every
         self.t0 = time.monotonic()
-        self.first = read()
-        self.last_cpu = self.first[0] if self.first else None
-        self.last_t, self.last_mem = self.t0, (self.first[1] if self.first else None)
+        self.last_cpu: float | None = None
+        self.last_mem: float | None = None
+        self.last_t = self.t0
         self.memory_bs = 0.0
-        self.samples = 1 if self.first else 0
-        self.stop = threading.Event()
+        self.samples = 0
         self.lock = threading.Lock()
+        self._sample()
+        self.first = self.last_cpu is not None
+        self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="trialbox-meter", daemon=True)
 
     def _sample(self) -> None:
-        reading = self.read()
+        try:
+            reading = self.read()
+        except Exception:  # noqa: BLE001 - a failed measurement leaves the last reading standing, never fails a trial
+            reading = None
         now = time.monotonic()
         with self.lock:
             if reading is None:
@@ -251,14 +269,16 @@ class _Span:
 
     def close(self, cpu_reservation: float, memory_reservation_gib: float) -> Usage:
         self.stop.set()
-        self.thread.join(self.every + 5)
+        if self.thread.is_alive():
+            self.thread.join(self.every + 5)
         self._sample()
         end = time.monotonic()
         with self.lock:
             wall = end - self.t0
-            measured = self.first is not None and self.last_cpu is not None
-            if measured and self.last_mem is not None:
+            reserved = (cpu_reservation * wall, memory_reservation_gib * wall)
+            if self.last_cpu is None:  # no reading ever came: named, never a silent zero
+                return Usage(wall, 0.0, 0.0, *reserved, "unmeasured", 1, 0, 1)
+            if self.last_mem is not None:
                 self.memory_bs += self.last_mem * (end - self.last_t)
-            cpu = self.last_cpu if measured else None  # the counter starts at 0 with the container's cgroup
-            return Usage(wall, cpu, self.memory_bs / GIB if measured else None, cpu_reservation * wall,
-                         memory_reservation_gib * wall, self.source if measured else "unmeasured", 1, self.samples)
+            # the CPU counter starts at 0 with the container's cgroup; memory counts from the first reading
+            return Usage(wall, self.last_cpu, self.memory_bs / GIB, *reserved, self.source, 1, self.samples)

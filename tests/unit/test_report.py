@@ -22,7 +22,15 @@ def manifest(**adoption) -> Manifest:
                      "adoption": {"baseline": "base", "candidate": "new", **adoption}}})
 
 
-def write_run(tmp_path, p_base, p_new, cost_new=0.1, blocking_fail=False, finished=None, infra=0, identical=False):
+MEASURED = {"sandbox": {"wall_s": 10.0, "cpu_s": 2.0, "memory_gib_s": 0.5, "reserved_cpu_s": 5.0,
+                        "reserved_memory_gib_s": 2.5, "source": "cgroup", "spans": 1, "samples": 40},
+            "grader": {"wall_s": 5.0, "cpu_s": 1.0, "memory_gib_s": 0.1, "reserved_cpu_s": 2.5,
+                       "reserved_memory_gib_s": 1.25, "source": "cgroup", "spans": 1, "samples": 20},
+            "tool_calls": {}}
+
+
+def write_run(tmp_path, p_base, p_new, cost_new=0.1, blocking_fail=False, finished=None, infra=0, identical=False,
+              usage=MEASURED):
     paths = RunPaths(tmp_path / "run")
     store = Store(paths)
     paths.lock.write_text("{}")
@@ -39,7 +47,7 @@ def write_run(tmp_path, p_base, p_new, cost_new=0.1, blocking_fail=False, finish
                 if infra and cand == "new" and r == 0 and t < f"t{infra:02d}":
                     outcome, ok = "infra_error", False
                 rows.append({"id": f"{t}/{cand}/{r}", "task": t, "candidate": cand, "replicate": r, "attempt": 1,
-                             "retries": 0, "cost_usd": cost, "duration_s": 10.0 + r,
+                             "retries": 0, "cost_usd": cost, "duration_s": 10.0 + r, "usage": usage,
                              "verdict": {"outcome": outcome, "kind": "sandbox" if outcome == "infra_error" else None,
                                          "accepted": ok, "reasons": [], "criteria": crit, "grader_version": "g"}})
     for row in rows[: finished if finished is not None else len(rows)]:
@@ -84,6 +92,23 @@ def test_cost_bound(tmp_path):
     _, b = decide(tmp_path / "b", manifest(min_delta=0.1, max_cost_per_accepted_usd=0.5), p_base=0.3, p_new=0.9,
                   cost_new=0.1)
     assert b["decision"] == "ADOPT"
+
+
+def test_no_adoption_on_a_cost_that_is_only_a_lower_bound(tmp_path):
+    """Containers nobody could measure make the cost a lower bound: the bound is never passed on it."""
+    m = Manifest.model_validate({**manifest(min_delta=0.1, max_cost_per_accepted_usd=0.5).model_dump(mode="json"),
+                                 "costs": {"version": "v", "cpu_hour_usd": 1.0}})
+    _, measured = decide(tmp_path / "a", m, p_base=0.3, p_new=0.9)
+    assert measured["decision"] == "ADOPT"
+    blind = {"sandbox": {"wall_s": 10.0, "cpu_s": 0.0, "memory_gib_s": 0.0, "reserved_cpu_s": 5.0,
+                         "reserved_memory_gib_s": 2.5, "source": "unmeasured", "spans": 1, "samples": 0,
+                         "unmeasured_spans": 1}, "grader": MEASURED["grader"], "tool_calls": {}}
+    report, a = decide(tmp_path / "b", m, p_base=0.3, p_new=0.9, usage=blind)
+    assert a["decision"] == "INCONCLUSIVE" and any("could not be measured" in r for r in a["reasons"])
+    assert any("could not be measured" in w for w in report["warnings"])
+    unpriced = Manifest.model_validate(manifest(min_delta=0.1, max_cost_per_accepted_usd=0.5).model_dump(mode="json"))
+    _, named = decide(tmp_path / "c", unpriced, p_base=0.3, p_new=0.9)  # no prices declared: zero by declaration
+    assert named["decision"] == "ADOPT" and any("counted as $0" in r for r in named["reasons"])
 
 
 def test_unfinished_run_is_provisional_and_decides_nothing(tmp_path):

@@ -23,8 +23,8 @@ from orchestrator.store import RunPaths, Store
 
 def usage(cpu_s=0.0, mem=0.0, wall=10.0, tools=None, grader_cpu=0.0, grader_mem=0.0, source="cgroup"):
     unmeasured = source == "unmeasured"
-    return {"sandbox": Usage(wall, None if unmeasured else cpu_s, None if unmeasured else mem, 0.5 * wall,
-                             0.25 * wall, source, 1, 3).to_dict(),
+    return {"sandbox": Usage(wall, 0.0 if unmeasured else cpu_s, 0.0 if unmeasured else mem, 0.5 * wall,
+                             0.25 * wall, source, 1, 0 if unmeasured else 3, int(unmeasured)).to_dict(),
             "grader": Usage(wall, grader_cpu, grader_mem, 1.0 * wall, 0.5 * wall, "cgroup", 1, 3).to_dict(),
             "tool_calls": tools or {}}
 
@@ -80,11 +80,18 @@ def test_retried_attempts_count_and_lost_usage_is_named():
     assert trial_cost(blind, PRICES).unmeasured == 1
 
 
-def test_usage_adds_up_and_unknown_stays_unknown():
-    a, b = Usage(1.0, 2.0, 3.0, 1.0, 1.0, "cgroup", 1, 2), Usage(1.0, None, None, 1.0, 1.0, "unmeasured", 1, 0)
+def test_usage_adds_up_and_an_unknown_span_is_counted_not_spread():
+    a, b = Usage(1.0, 2.0, 3.0, 1.0, 1.0, "cgroup", 1, 2), Usage(1.0, 0.0, 0.0, 1.0, 1.0, "unmeasured", 1, 0, 1)
     total = a + b
-    assert total.cpu_s is None and total.memory_gib_s is None and total.source == "cgroup+unmeasured"
+    assert (total.cpu_s, total.memory_gib_s, total.unmeasured_spans, total.source) == (2.0, 3.0, 1, "cgroup+unmeasured")
     assert (a + a).cpu_s == 4.0 and Usage.from_dict((a + a).to_dict()) == a + a
+    # a measured grader run beside an unmeasured baseline check: the measured 600 CPU-s still count
+    grader = (Usage(60.0, 600.0, 60.0, 30.0, 15.0, "cgroup", 1, 240) + b).to_dict()
+    c = trial_cost({"cost_usd": 0.0, "usage": {"sandbox": {}, "grader": grader, "tool_calls": {}}}, PRICES)
+    assert c.cpu_hours == pytest.approx(600 / 3600) and c.unmeasured == 1
+    reserved = trial_cost({"cost_usd": 0.0, "usage": {"sandbox": {}, "grader": grader, "tool_calls": {}}},
+                          CostsConfig(version="v", cpu_hour_usd=1.0, basis="reserved"))
+    assert reserved.unmeasured == 0 and reserved.cpu_hours == pytest.approx(31.0 / 3600)  # reservations are known
 
 
 def test_cgroup_files_are_found_only_for_the_named_container(tmp_path):
@@ -129,7 +136,7 @@ def test_fieller_share_interval_bounded_and_unbounded():
 TASKS = [f"t{i:02d}" for i in range(24)]
 
 
-def run_with_ablation(tmp_path, costs: dict) -> tuple[dict, Manifest]:
+def run_with_ablation(tmp_path, costs: dict, rates=(0.2, 0.8, 0.5)) -> tuple[dict, Manifest]:
     m = Manifest.model_validate({
         "experiment": {"name": "a", "seed": 2},
         "candidates": [{"name": "base", "agent": "nop"}, {"name": "full", "agent": "nop"},
@@ -142,7 +149,7 @@ def run_with_ablation(tmp_path, costs: dict) -> tuple[dict, Manifest]:
     rng = random.Random(5)
     for t in TASKS:
         skill = rng.random() * 0.4
-        for cand, p in (("base", 0.2), ("full", 0.8), ("no-memory", 0.5)):
+        for cand, p in zip(("base", "full", "no-memory"), rates):
             for r in range(4):
                 ok = rng.random() < p + skill - 0.2
                 store.record({"id": f"{t}/{cand}/{r}", "task": t, "candidate": cand, "replicate": r, "attempt": 1,
@@ -204,3 +211,46 @@ def test_manifest_refuses_ablations_and_prices_it_cannot_use(tmp_path):
     assert any(f == "costs.tool_call_usd.bash" for f, _ in found)
     assert any(f == "costs.minutes_per_intervention" for f, _ in found)
     assert len(problems) == 8
+
+
+def test_a_run_is_priced_as_it_was_locked_whatever_the_manifest_says_now(tmp_path):
+    report, _ = run_with_ablation(tmp_path, {"version": "infra-1", "cpu_hour_usd": 1.0, "minutes_per_intervention": 3})
+    paths = RunPaths(tmp_path / "run")
+    paths.lock.write_text(json.dumps({"price_table_version": "2026-11-01",
+                                      "costs": {"version": "infra-0", "cpu_hour_usd": 100.0}}))
+    m = Manifest.model_validate({"experiment": {"name": "a"}, "candidates": [
+        {"name": "base", "agent": "nop"}, {"name": "full", "agent": "nop"},
+        {"name": "no-memory", "agent": "nop", "ablation_of": "full", "without": "memory"}],
+        "execution": {"trials_per_task": 4}, "analysis": {"k": [1], "primary_metric": "acceptance_rate"},
+        "costs": {"version": "infra-1", "cpu_hour_usd": 1.0}})
+    again = build_report(paths, m, {}, {t: t for t in TASKS}, len(TASKS) * 12)
+    cpu = again["candidates"]["full"]["cost"]["by_kind_usd"]["cpu"]
+    assert cpu == pytest.approx(100 * report["candidates"]["full"]["cost"]["by_kind_usd"]["cpu"])
+    assert again["costs"]["version"] == "infra-0"
+    assert any("differs from the run's lock" in w for w in again["warnings"])
+
+
+def test_no_share_is_reported_when_the_full_design_is_worse_than_the_baseline(tmp_path):
+    rng = np.random.default_rng(8)
+    clusters = [str(i // 3) for i in range(60)]
+    worse = list(-0.4 + rng.normal(0, 0.1, 60))
+    assert share_interval(list(-0.2 + rng.normal(0, 0.1, 60)), worse, clusters).interval is not None  # Fieller alone
+    report, _ = run_with_ablation(tmp_path, {}, rates=(0.8, 0.2, 0.5))  # the full design is far worse
+    [ab] = report["ablations"]
+    assert ab["full_improvement"]["value"] < -0.3 and ab["full_improvement"]["interval"][1] < 0
+    assert ab["share_persisting"]["value"] is None and "no improvement to share" in ab["share_persisting"]["reason"]
+    assert ab["component_adds"]["value"] < 0  # what the component "adds" is still shown, negative as it is
+
+
+def test_a_cgroup_folder_that_cannot_be_read_is_not_found_and_never_fails_the_trial(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    cid = "ab" * 32
+    (tmp_path / "proc" / "7").mkdir(parents=True)
+    (tmp_path / "proc" / "7" / "cgroup").write_text(f"0::/system.slice/docker-{cid}.scope\n")
+
+    def denied(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "is_file", denied)
+    assert cgroup_files(7, cid, tmp_path / "cg", tmp_path / "proc") is None
