@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConfigError, Problem, ValidationFailed
+from .stops import OUTCOMES
 
 REQUIRED_LITERAL = "REQUIRED"
 
@@ -284,8 +285,7 @@ class LoadedManifest(BaseModel):
 CRITERIA = {"fail_to_pass", "pass_to_pass", "grader_integrity", "scope", "trajectory", "secrets", "secret_read",
             "forbidden_effects", "budget", "abstention", "submitted", "evaluator_tampering_attempts", "export",
             "semantic_judge"}
-OUTCOME_KINDS = {"accepted", "rejected", "agent_timeout", "budget_exhausted",
-                 "agent_resource_exhausted", "sandbox_broken_by_agent", "infra_error"}
+OUTCOME_KINDS = OUTCOMES
 
 
 # --------------------------------------------------------------------------- loading

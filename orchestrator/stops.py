@@ -1,7 +1,8 @@
-"""How an agent's run ends: the typed reason it stopped and what it spent.
+"""How a trial ends: the typed reason its agent stopped, what it spent, and the verdict's outcome.
 
-Neutral ground: the agents produce these and grading reads them, so they live
-where both import them without importing each other.
+Neutral ground: the agents produce these, grading reads and decides them, the
+manifest names outcomes in ``analysis.exclusions``; so they live where all of
+them import them without importing each other.
 """
 
 from __future__ import annotations
@@ -48,3 +49,22 @@ class AgentResult:
     cost_usd: float
     interventions: int
     duration_s: float
+
+
+class Outcome(str, enum.Enum):
+    """A verdict's outcome (DESIGN.md "Verdicts"); only ``ACCEPTED`` is acceptance."""
+
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    """A critical criterion failed (the failed ones are the verdict's reasons)."""
+    AGENT_TIMEOUT = "agent_timeout"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    AGENT_RESOURCE_EXHAUSTED = "agent_resource_exhausted"
+    """The agent's processes ran out of memory (kind ``oom``)."""
+    SANDBOX_BROKEN_BY_AGENT = "sandbox_broken_by_agent"
+    INFRA_ERROR = "infra_error"
+    """Never the agent's failure, never folded into a score (its kind says what failed)."""
+
+
+OUTCOMES = frozenset(o.value for o in Outcome)
+

@@ -22,7 +22,7 @@ import docker
 import structlog
 
 from .agents import BudgetLimits, make_agent
-from .stops import AgentResult
+from .stops import AgentResult, Outcome
 from .agents.session import agent_session
 from .engine import ATTEMPT_LABEL, RUN_LABEL, TRIAL_LABEL
 from .errors import Cancelled, InstallFailed, SandboxError
@@ -149,7 +149,7 @@ def unprocessable_verdict(stage: str, exc: BaseException) -> Verdict:
     The evidence names the exception, so a defect of trialbox's own shows as what it is."""
     crit = Criterion("processable_output", True, False,
                      {"stage": stage, "error": recordable(f"{type(exc).__name__}: {exc}")[:1000]})
-    return Verdict("rejected", "unprocessable_output", False, ["processable_output"], [crit])
+    return Verdict(Outcome.REJECTED, "unprocessable_output", False, ["processable_output"], [crit])
 
 
 def _conditions_start(client: docker.DockerClient) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..stops import StopReason
+from ..stops import Outcome, StopReason
 from ..textsafe import recordable_data
 from .criteria import Criterion
 
@@ -22,7 +22,7 @@ GRADER_VERSION = "trialbox-grader/1"
 
 @dataclass(frozen=True)
 class Verdict:
-    outcome: str
+    outcome: Outcome
     kind: str | None
     accepted: bool
     reasons: list[str]
@@ -32,16 +32,16 @@ class Verdict:
 
     @property
     def label(self) -> str:
-        return f"{self.outcome}({self.kind})" if self.kind else self.outcome
+        return f"{self.outcome.value}({self.kind})" if self.kind else self.outcome.value
 
     def to_dict(self) -> dict[str, Any]:
-        return recordable_data({"outcome": self.outcome, "kind": self.kind, "accepted": self.accepted,
+        return recordable_data({"outcome": self.outcome.value, "kind": self.kind, "accepted": self.accepted,
                                 "reasons": self.reasons, "partial": self.partial, "grader_version": self.grader_version,
                                 "criteria": [asdict(c) for c in self.criteria]})  # agent's paths: escaped, never lost
 
 
 def infra_verdict(kind: str, detail: str) -> Verdict:
-    return Verdict("infra_error", kind, False, [detail], [])
+    return Verdict(Outcome.INFRA_ERROR, kind, False, [detail], [])
 
 
 def decide(criteria: list[Criterion], stop_reason: StopReason, broken_reason: str | None = None) -> Verdict:
@@ -51,17 +51,17 @@ def decide(criteria: list[Criterion], stop_reason: StopReason, broken_reason: st
         if c.name in ("fail_to_pass", "pass_to_pass") and c.evidence.get("total"):
             partial[c.name] = c.evidence["passed"] / c.evidence["total"]
     if stop_reason is StopReason.MODEL_ERROR:
-        return Verdict("infra_error", "model_api", False, ["the model API kept failing"], criteria, partial)
+        return Verdict(Outcome.INFRA_ERROR, "model_api", False, ["the model API kept failing"], criteria, partial)
     if stop_reason is StopReason.INFRA_ERROR:
-        return Verdict("infra_error", "sandbox", False, ["the engine failed under the agent"], criteria, partial)
+        return Verdict(Outcome.INFRA_ERROR, "sandbox", False, ["the engine failed under the agent"], criteria, partial)
     if stop_reason is StopReason.DEADLINE:
-        return Verdict("agent_timeout", None, False, failed, criteria, partial)
+        return Verdict(Outcome.AGENT_TIMEOUT, None, False, failed, criteria, partial)
     if stop_reason.is_budget:
-        return Verdict("budget_exhausted", stop_reason.value, False, failed, criteria, partial)
+        return Verdict(Outcome.BUDGET_EXHAUSTED, stop_reason.value, False, failed, criteria, partial)
     if stop_reason is StopReason.SANDBOX_BROKEN:
         if broken_reason == "oom":
-            return Verdict("agent_resource_exhausted", "oom", False, failed, criteria, partial)
-        return Verdict("sandbox_broken_by_agent", None, False, failed, criteria, partial)
+            return Verdict(Outcome.AGENT_RESOURCE_EXHAUSTED, "oom", False, failed, criteria, partial)
+        return Verdict(Outcome.SANDBOX_BROKEN_BY_AGENT, None, False, failed, criteria, partial)
     if failed:
-        return Verdict("rejected", None, False, failed, criteria, partial)
-    return Verdict("accepted", None, True, [], criteria, partial)
+        return Verdict(Outcome.REJECTED, None, False, failed, criteria, partial)
+    return Verdict(Outcome.ACCEPTED, None, True, [], criteria, partial)
