@@ -27,7 +27,7 @@ from .agents.session import agent_session
 from .engine import ATTEMPT_LABEL, RUN_LABEL, TRIAL_LABEL
 from .errors import Cancelled, InstallFailed, SandboxError
 from .events import read_events
-from .grading.export import ExportLimits, export_workspace, tree_from_tar
+from .grading.export import ExportLimits, export_workspace
 from .grading.grade import grade_trial
 from .grading.judge import Judge
 from .grading.runner import GraderLimits
@@ -38,11 +38,10 @@ from .hashing import tree_sha256
 from .log import get_logger
 from .manifest import EnvironmentConfig, LoadedManifest
 from .nodes import node_info
-from .repos import materialize
+from .prepare import prepare
 from .sandbox.base import SandboxSpec
 from .sandbox.docker import docker_sandboxes
 from .sandbox.meter import Usage
-from .settings import load_settings
 from .store import AttemptPaths, RunPaths, slug
 from .tasks import Task
 from .textsafe import recordable, recordable_data
@@ -185,7 +184,8 @@ def _run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerCli
     agent = make_agent(spec.candidate, spec.task, loaded, env)
     canaries = new_canaries()
     files.canaries.write_text(json.dumps(canaries.values))  # host-only: kept for regrading
-    original = tree_from_tar(materialize(spec.task, load_settings().repos_dir).tar_path)
+    prepared = prepare(spec.task, sandbox_spec(spec), canaries)  # the repository, once; the spec, resolved
+    original = prepared.original
     result: dict[str, Any] = {"id": spec.trial_id, "task": spec.task.id, "candidate": spec.candidate.name,
                               "replicate": spec.replicate, "attempt": spec.attempt, "retries": spec.retries,
                               "started_at": started, "image_id": spec.image_id, "block": spec.block,
@@ -199,8 +199,8 @@ def _run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerCli
     grader_used: list[Usage] = []
     try:
         sandboxes = docker_sandboxes(client)  # the one place a trial knows its sandboxes are Docker's
-        with agent_session(agent, spec.task, sandbox_spec(spec), sandboxes, files.events, spec.limits,
-                           spec.trial_id, canaries, sandbox_used) as session:
+        with agent_session(agent, spec.task, prepared, sandboxes, files.events, spec.limits, spec.trial_id,
+                           sandbox_used) as session:
             anchor, agent_result = session.anchor, session.result
             result.update(agent_fields(agent_result), events_anchor=anchor, setup_outputs=list(session.setup_outputs),
                           sandbox={"host_config": session.sandbox.info.host_config if session.sandbox.info else None})

@@ -23,10 +23,9 @@ from ..errors import InstallFailed, SandboxError
 from ..events import EventLog
 from ..install import run_install
 from ..canaries import Canaries
-from ..repos import materialize
-from ..sandbox.base import Sandbox, SandboxFactory, SandboxSpec
+from ..prepare import Prepared
+from ..sandbox.base import Sandbox, SandboxFactory
 from ..sandbox.meter import Usage
-from ..settings import load_settings
 from ..tasks import Task
 from .base import Agent, AgentContext, AgentResult, run_agent
 from .budget import Budget, BudgetLimits
@@ -47,17 +46,17 @@ class Session:
 
 
 @contextlib.contextmanager
-def agent_session(agent: Agent, task: Task, spec: SandboxSpec, sandboxes: SandboxFactory, events_path: Path,
-                  limits: BudgetLimits, trial_id: str, canaries: Canaries | None = None,
-                  usage: list[Usage] | None = None) -> Iterator[Session]:
-    """Run ``agent`` on ``task`` in a fresh sandbox; yields the session after the agent stopped.
+def agent_session(agent: Agent, task: Task, prepared: Prepared, sandboxes: SandboxFactory, events_path: Path,
+                  limits: BudgetLimits, trial_id: str, usage: list[Usage] | None = None) -> Iterator[Session]:
+    """Run ``agent`` on ``task`` in a fresh sandbox made from the prepared spec (``prepare.prepare``) plus the
+    agent's own mounts; yields the session after the agent stopped.
 
-    ``canaries`` are planted outside the workspace before the agent starts: in the
+    The prepared canaries are planted outside the workspace before the agent starts: in the
     environment, ``~/.netrc`` and a cloud credentials file. What the sandbox used (CPU time, memory-time)
     is appended to ``usage`` when it is removed, whether or not the session got as far as the agent.
     """
     with structlog.contextvars.bound_contextvars(trial_id=trial_id):
-        with _session(agent, task, spec, sandboxes, events_path, limits, trial_id, canaries, usage) as session:
+        with _session(agent, task, prepared, sandboxes, events_path, limits, trial_id, usage) as session:
             yield session
 
 
@@ -82,19 +81,16 @@ def _install(sandbox: Sandbox, task: Task, repo_tar: Path) -> tuple[str, ...]:
 
 
 @contextlib.contextmanager
-def _session(agent: Agent, task: Task, spec: SandboxSpec, sandboxes: SandboxFactory, events_path: Path,
-             limits: BudgetLimits, trial_id: str, canaries: Canaries | None,
-             used: list[Usage] | None = None) -> Iterator[Session]:
-    mounts = agent.prepare() if hasattr(agent, "prepare") else []
-    repo = materialize(task, load_settings().repos_dir)
-    env = {**spec.env, **task.runtime.sandbox_env(), **(canaries.env() if canaries else {})}
-    spec = dataclasses.replace(spec, mounts=tuple(spec.mounts) + tuple(mounts), workspace_seed=str(repo.tar_path),
-                               env=env)
+def _session(agent: Agent, task: Task, prepared: Prepared, sandboxes: SandboxFactory, events_path: Path,
+             limits: BudgetLimits, trial_id: str, used: list[Usage] | None = None) -> Iterator[Session]:
+    mounts = agent.prepare() if hasattr(agent, "prepare") else []  # the agent's own part of the spec
+    canaries = prepared.canaries
+    spec = dataclasses.replace(prepared.spec, mounts=tuple(prepared.spec.mounts) + tuple(mounts))
     sandbox = sandboxes(spec)
     events = EventLog(events_path, trial_id)
     try:
         sandbox.start()
-        outputs = _install(sandbox, task, repo.tar_path)
+        outputs = _install(sandbox, task, prepared.repo_tar)
         if canaries is not None:
             _plant(sandbox, canaries)
         budget = Budget(limits)  # the clock starts once the sandbox is ready

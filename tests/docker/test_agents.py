@@ -12,6 +12,7 @@ from orchestrator.agents.session import agent_session
 from orchestrator.events import read_events, verify_events
 from orchestrator.manifest import ClaudeCandidate, CommandCandidate, NopCandidate, OracleCandidate, ScriptCandidate, load_manifest
 from orchestrator.sandbox.base import SandboxSpec
+from orchestrator.prepare import prepare
 from orchestrator.sandbox.docker import docker_sandboxes
 from orchestrator.tasks import load_tasks
 
@@ -39,7 +40,8 @@ def run(agent, task, client, image, tmp_path, limits=BudgetLimits(deadline_secon
     sandbox_spec = SandboxSpec(image_id=image, name=unique_name("tbagent"), disk_limit_mb=64,
                                memory_limit_mb=512, memory_reservation_mb=128, **spec)
     path = tmp_path / f"events-{time.monotonic_ns()}.jsonl"
-    with agent_session(agent, task, sandbox_spec, docker_sandboxes(client), path, limits, "trial-x") as session:
+    with agent_session(agent, task, prepare(task, sandbox_spec), docker_sandboxes(client), path, limits,
+                       "trial-x") as session:
         files = {p: session.sandbox.read_file(f"/workspace/{p}").decode()
                  for p in ("ledger/money.py", "textkit/slug.py") if _exists(session.sandbox, p)}
         assert verify_events(path, expected_head=session.anchor).ok
@@ -122,7 +124,8 @@ def test_deadline_holds_while_a_command_sleeps_forever(project, server, client, 
     t0 = time.monotonic()
     sandbox_spec = SandboxSpec(image_id=python_image, name=unique_name("tbdeadline"), disk_limit_mb=64)
     path = tmp_path / "events.jsonl"
-    with agent_session(agent, task, sandbox_spec, docker_sandboxes(client), path, BudgetLimits(deadline_seconds=4), "t") as session:
+    with agent_session(agent, task, prepare(task, sandbox_spec), docker_sandboxes(client), path,
+                       BudgetLimits(deadline_seconds=4), "t") as session:
         elapsed = time.monotonic() - t0
         assert session.result.stop_reason is StopReason.DEADLINE
         assert session.sandbox.read_file("/workspace/notes.txt") == b"kept\n"  # the filesystem is kept for grading
