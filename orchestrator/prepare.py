@@ -1,6 +1,6 @@
 """The first stage of a trial: everything it needs, resolved before any container starts.
 
-``prepare`` materialises the task's repository once (the workspace is seeded from it, the grader compares
+``prepare`` makes the trial's canaries, materialises the task's repository once (the workspace is seeded from it, the grader compares
 against it), and resolves the sandbox's spec: the trial's limits and labels (``trial.sandbox_spec``), the
 repository as the workspace's seed, the task's run-time environment and the canaries' variables. What is
 left to the next stage is only the agent's own part: the mounts its ``prepare()`` returns (a model proxy's
@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from .canaries import Canaries
+from .canaries import Canaries, new_canaries
 from .grading.export import Tree, tree_from_tar
 from .repos import materialize
 from .sandbox.base import SandboxSpec
@@ -33,9 +33,11 @@ class Prepared:
     canaries: Canaries | None
 
 
-def prepare(task: Task, spec: SandboxSpec, canaries: Canaries | None = None) -> Prepared:
-    """Resolve ``spec`` for ``task`` (see the module docstring); ``RepoError`` when the repository cannot be
+def prepare(task: Task, spec: SandboxSpec, with_canaries: bool = False) -> Prepared:
+    """Resolve ``spec`` for ``task`` (see the module docstring), with fresh canaries when ``with_canaries``
+    (a trial's; the next stage plants them once its sandbox runs); ``RepoError`` when the repository cannot be
     materialised."""
+    canaries = new_canaries() if with_canaries else None
     repo = materialize(task, load_settings().repos_dir)
     env = {**spec.env, **task.runtime.sandbox_env(), **(canaries.env() if canaries else {})}
     resolved = dataclasses.replace(spec, workspace_seed=str(repo.tar_path), env=env)

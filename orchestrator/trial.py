@@ -31,7 +31,6 @@ from .grading.export import ExportLimits, export_workspace
 from .grading.grade import grade_trial
 from .grading.judge import Judge
 from .grading.runner import GraderLimits
-from .canaries import new_canaries
 from .grading.criteria import Criterion
 from .grading.verdict import Verdict, infra_verdict
 from .hashing import tree_sha256
@@ -182,10 +181,9 @@ def _run_trial(spec: TrialSpec, loaded: LoadedManifest, client: docker.DockerCli
         stale.unlink()
     started, t0 = _now(), time.monotonic()
     agent = make_agent(spec.candidate, spec.task, loaded, env)
-    canaries = new_canaries()
+    prepared = prepare(spec.task, sandbox_spec(spec), with_canaries=True)  # the repository once; the spec resolved
+    canaries, original = prepared.canaries, prepared.original
     files.canaries.write_text(json.dumps(canaries.values))  # host-only: kept for regrading
-    prepared = prepare(spec.task, sandbox_spec(spec), canaries)  # the repository, once; the spec, resolved
-    original = prepared.original
     result: dict[str, Any] = {"id": spec.trial_id, "task": spec.task.id, "candidate": spec.candidate.name,
                               "replicate": spec.replicate, "attempt": spec.attempt, "retries": spec.retries,
                               "started_at": started, "image_id": spec.image_id, "block": spec.block,
