@@ -276,7 +276,8 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import GATE, build_report, terminal, to_json
+    from .report import GATE, build_report, to_json
+    from .summary import terminal
 
     paths = _run_paths(args.run)
     loaded, tasks = _run_manifest(paths)

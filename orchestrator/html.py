@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .report import money
+from .summary import money
 from .textsafe import html_text
 
 W, H, PAD = 520, 260, 44

@@ -43,7 +43,7 @@ from .sandbox.docker import docker_sandboxes
 from .settings import load_settings
 from .store import RunPaths, Store
 from .tasks import Task
-from .report import money
+from .summary import money
 from .textsafe import printable
 from .log import get_logger
 from .trial import TrialSpec

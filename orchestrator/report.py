@@ -1,10 +1,8 @@
 """The report: metrics per candidate, paired comparisons and the adoption decision.
 
 ``build_report`` turns a run folder into the results document of DESIGN.md
-(``schemas/report.schema.json``); ``terminal`` prints it for people (every
-logical line made ``printable``: names, reasons and warnings can quote what an
-agent or a node sent);
-``decision_exit_code`` serves ``--gate``. Exclusions are only the outcome kinds
+(``schemas/report.schema.json``); ``summary.terminal`` prints it for people and
+``html.render`` draws it; ``GATE`` serves ``--gate``. Exclusions are only the outcome kinds
 the manifest declared, reported with both denominators; infrastructure errors
 are always shown. A report on an unfinished run is provisional and decides
 nothing.
@@ -14,16 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections import defaultdict
 from typing import Any
 
-from .costs import KINDS, TrialCost, trial_cost, unpriced_warning
+from .costs import TrialCost, trial_cost, unpriced_warning
 from .manifest import CostsConfig, Manifest
 from .stats import (MIN_CLUSTERS, few_clusters_warning, interval_note, mean_interval, paired_difference, pass_at_k,
                     pass_hat_k, quantile, ratio_interval, sample_size_hint, share_interval)
 from .store import RunPaths, Store
-from .textsafe import printable
 
 SCHEMA_VERSION = 1
 GATE = {"ADOPT": 0, "REJECT": 1, "INCONCLUSIVE": 3, "NONE": 3}
@@ -415,86 +411,6 @@ def _trial(r: dict, m: Manifest) -> dict[str, Any]:
             "cost_usd": round(trial_cost(r, m.costs).total, 8), "model_cost_usd": r.get("cost_usd"),
             "duration_s": r.get("duration_s"), "excluded": v["outcome"] in m.analysis.exclusions,
             "node": (r.get("node") or {}).get("name"), "block": r.get("block")}
-
-
-def money(x: float | None) -> str:
-    """USD with at least two significant digits (machine costs of a short trial are fractions of a cent)."""
-    if x is None:
-        return "n/a"
-    if x == 0 or abs(x) >= 0.01:
-        return f"${x:.4f}"
-    return f"${x:.{2 - math.floor(math.log10(abs(x)))}f}"
-
-
-def terminal(report: dict[str, Any]) -> str:
-    lines = [f"run {report['run']['id']}: {report['run']['finished_trials']}/{report['run']['planned_trials']} trials"
-             + ("  (PROVISIONAL: unfinished)" if report["run"]["provisional"] else "")]
-    if report["run"].get("stopped_by_cost_cap"):
-        lines.append("the run stopped admitting trials when its cost reached max_run_cost_usd")
-    sat = report.get("saturation") or {}
-    if sat.get("trials_with_conditions"):
-        lines.append(f"host: load max {sat['host_load_max']:.2f}, {sat['trials_cpu_throttled']} trial(s) CPU-throttled, "
-                     f"engine latency p95 {sat['docker_api_latency_p95_s'] or 0:.3f}s, peak memory "
-                     f"{sat['memory_peak_max_mb'] or 0} MiB")
-    nodes = report.get("nodes") or {}
-    if len(nodes.get("by_node") or {}) > 1 or nodes.get("lost_attempts"):
-        lines.append(f"nodes: {len(nodes['by_node'])}, blocks split across nodes {len(nodes['split_blocks'])}/"
-                     f"{nodes['blocks']}, attempts lost with a node {nodes['lost_attempts']}")
-        for name, e in nodes["by_node"].items():
-            per = ", ".join(f"{c} {v['accepted']}/{v['trials']}" for c, v in e["by_candidate"].items())
-            lines.append(f"    {name} ({e['hardware'].get('cpus')} CPU {e['hardware'].get('cpu_model')}, "
-                         f"{e['hardware'].get('memory_mb')} MiB): {e['accepted']}/{e['trials']} accepted; {per}")
-    lines += [f"warning: {w}" for w in report["warnings"]]
-    iv = report.get("intervals")
-    if iv:
-        measured = iv["measured_coverage"]
-        lines.append(f"intervals: {report['confidence']:.0%}, cluster-robust CR2 with t on {max(iv['clusters'] - 1, 0)} "
-                     f"degrees of freedom ({iv['clusters']} cluster(s); rates on the logit scale, cost per accepted run as a ratio on the log scale, ablation "
-                     f"shares by Fieller); " + (
-                         "measured coverage from " + f"{iv['coverage_table_clusters']} clusters: " + ", ".join(
-                             f"{k} {v:.1%}" for k, v in measured.items()) if measured else
-                         "no coverage was measured at so few clusters"))
-    fmt = lambda e: ("n/a" if e["value"] is None else f"{e['value']:.3f}" + (  # noqa: E731
-        f" [{e['interval'][0]:.3f}, {e['interval'][1]:.3f}]" if e.get("interval") else ""))
-    for name, c in report["candidates"].items():
-        lines.append(f"{name}: {c['n_accepted']}/{c['n_trials_in_denominator']} accepted"
-                     + (f" (of {c['n_trials']} trials; excluded {c['excluded']})" if c["excluded"] else "")
-                     + f", infra errors {c['infra_errors']}")
-        for k, e in c["pass_at_k"].items():
-            lines.append(f"    pass@{k} {fmt(e)}   pass^{k} {fmt(c['pass_hat_k'][k])}")
-        per = c["cost_per_accepted_usd"]
-        per_text = "n/a" if per["value"] is None else money(per["value"]) + (
-            f" [{money(per['interval'][0])}, {money(per['interval'][1])}]" if per.get("interval") else "")
-        lines.append(f"    cost {money(c['cost_usd_total'])}, per accepted run {per_text}"
-                     f"; latency p50 {c['latency_p50_s'] or 0:.1f}s p95 {c['latency_p95_s'] or 0:.1f}s")
-        split = c.get("cost") or {}
-        if split:
-            used = split["used"]
-            lines.append("    cost by kind: " + ", ".join(f"{k} {money(split['by_kind_usd'][k])}" for k in KINDS)
-                         + f" ({used['cpu_hours']:.3g} CPU-h, {used['memory_gib_hours']:.3g} GiB-h, "
-                           f"{used['interventions']} intervention(s) = " + (
-                               "minutes not declared)" if "interventions" in split["unpriced"]
-                               else f"{split['human_minutes']:g} human minutes)"))
-    for comp in report["comparisons"]:
-        lines.append(f"{comp['candidate']} − {comp['baseline']} ({comp['metric']}, {comp['paired_tasks']} paired tasks): "
-                     f"{fmt(comp['difference'])}" + (f"; sample-size hint {comp['sample_size_hint']} tasks"
-                                                     if comp.get("sample_size_hint") else ""))
-        left = comp.get("tasks_left_out") or {}
-        out = sum(len(left.get(k) or []) for k in ("baseline_only", "candidate_only", "neither"))
-        if out:
-            lines.append(f"    {out} task(s) left out: {left['why']} (only the baseline: {len(left['baseline_only'])}, "
-                         f"only the candidate: {len(left['candidate_only'])}, neither: {len(left['neither'])})")
-    for ab in report.get("ablations") or []:
-        lines.append(f"ablation {ab['candidate']} = {ab['full']} without {ab['without']} ({ab['metric']}, "
-                     f"{ab['paired_tasks']} tasks with all three): {ab['full']} − {ab['baseline']} "
-                     f"{fmt(ab['full_improvement'])}, {ab['candidate']} − {ab['baseline']} {fmt(ab['ablated_improvement'])}")
-        share = ab["share_persisting"]
-        lines.append(f"    {ab['without']} adds {fmt(ab['component_adds'])}; share of the improvement that persists "
-                     f"without it {fmt(share)}" + (f" ({share['reason']})" if share.get("reason") else ""))
-    a = report["adoption"]
-    lines.append(f"decision: {a['decision']}")
-    lines += [f"    {r}" for r in a["reasons"]]
-    return "\n".join(printable(line) for line in lines)  # one logical line each: nothing in a field forges a line
 
 
 def to_json(report: dict[str, Any]) -> str:

@@ -50,7 +50,7 @@ def _cost_line(paths: RunPaths, row: dict[str, Any]) -> str:
     """The trial's whole cost by kind, priced as the report prices it (the run's lock holds its ``costs``)."""
     from .costs import KINDS, trial_cost
     from .manifest import CostsConfig
-    from .report import money
+    from .summary import money
 
     try:
         costs = CostsConfig.model_validate(json.loads(paths.lock.read_text()).get("costs") or {})

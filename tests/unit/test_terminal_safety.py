@@ -13,7 +13,8 @@ import structlog
 from orchestrator import log as tblog
 from orchestrator.events import EventLog
 from orchestrator.html import render
-from orchestrator.report import build_report, terminal
+from orchestrator.report import build_report
+from orchestrator.summary import terminal
 from orchestrator.show import show_trial
 from orchestrator.store import RunPaths, Store
 from orchestrator.textsafe import html_text, printable, printable_lines

@@ -15,7 +15,8 @@ import pytest
 
 from orchestrator.costs import trial_cost, unpriced_warning
 from orchestrator.manifest import CostsConfig, Manifest, parse_manifest
-from orchestrator.report import build_report, terminal
+from orchestrator.report import build_report
+from orchestrator.summary import terminal
 from orchestrator.sandbox.meter import Usage, cgroup_files
 from orchestrator.stats import fieller_set, in_fieller_set, share_interval
 from orchestrator.store import RunPaths, Store
