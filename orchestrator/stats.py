@@ -167,15 +167,9 @@ def cluster_mean_se(values: Sequence[float], clusters: Sequence[str]) -> tuple[f
     this is what held 95% coverage from 10 clusters up in ``orchestrator.simulate`` (CR2 alone fell to 93% with
     skewed rates at 10 clusters; CR1 alone, which ignores unequal cluster sizes, lower still)."""
     v = np.asarray(values, dtype=float)
-    groups = _groups(clusters)
-    n = np.array([len(g) for g in groups], dtype=float)
-    sums = np.array([v[g].sum() for g in groups])
-    big_n = v.size
-    mean = float(v.mean())
-    g = len(groups)
-    resid = sums - n * mean
-    var = g / (g - 1) * float(np.sum(resid ** 2 / (1.0 - n / big_n))) / big_n ** 2 if g > 1 else 0.0
-    return mean, math.sqrt(max(var, 0.0)), g
+    g = len(set(clusters))
+    var = _cluster_covariance(v, v, clusters) if g > 1 else 0.0
+    return float(v.mean()), math.sqrt(max(var, 0.0)), g
 
 
 METHOD_MEAN = ("cluster-robust (CR2) t interval, G-1 degrees of freedom, on the logit scale, of the sample with one "
@@ -271,7 +265,8 @@ def paired_difference(candidate: Sequence[float], baseline: Sequence[float], clu
 
 
 def _cluster_covariance(x: np.ndarray, y: np.ndarray, clusters: Sequence[str]) -> float:
-    """The CR2-scaled cluster-robust covariance of the means of ``x`` and ``y`` (as in ``cluster_mean_se``)."""
+    """The CR2-scaled cluster-robust covariance of the means of ``x`` and ``y``: each cluster's residual sums
+    scaled by ``1 / (1 - n_g / N)``, times ``G / (G - 1)`` (``cluster_mean_se`` is its square root for x = y)."""
     groups = _groups(clusters)
     n = np.array([len(g) for g in groups], dtype=float)
     big_n, g = x.size, len(groups)
