@@ -130,6 +130,15 @@ def trial_cost(result: dict[str, Any], costs: CostsConfig) -> TrialCost:
     return out
 
 
+def locked_costs(lock: dict[str, Any]) -> CostsConfig | None:
+    """The ``costs`` section a run's lock recorded (None for a run locked before costs were, or unreadable)."""
+    section = lock.get("costs") if isinstance(lock, dict) else None
+    try:
+        return CostsConfig.model_validate(section) if isinstance(section, dict) else None
+    except ValueError:
+        return None
+
+
 UNPRICED_FIELD = {"cpu_hours": "costs.cpu_hour_usd", "memory_gib_hours": "costs.memory_gib_hour_usd",
                   "interventions": "costs.minutes_per_intervention", "human_minutes": "costs.human_hour_usd"}
 

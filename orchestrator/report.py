@@ -15,8 +15,8 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from .costs import TrialCost, trial_cost, unpriced_warning
-from .manifest import CostsConfig, Manifest
+from .costs import TrialCost, locked_costs, trial_cost, unpriced_warning
+from .manifest import Manifest
 from .stats import (MIN_CLUSTERS, few_clusters_warning, interval_note, mean_interval, paired_difference, pass_at_k,
                     pass_hat_k, quantile, ratio_interval, sample_size_hint, share_interval)
 from .store import RunPaths, Store
@@ -63,7 +63,9 @@ def _metric(metric: str, k: int, per_task: dict[str, tuple[int, int]], cluster_o
     return est
 
 
-def _candidate(rows: list[dict], m: Manifest, cluster_of: dict[str, str], difficulty: dict[str, str]) -> dict[str, Any]:
+def _candidate(rows: list[dict], m: Manifest, cluster_of: dict[str, str], difficulty: dict[str, str],
+               costs: dict[str, TrialCost]) -> dict[str, Any]:
+    """One candidate's figures; ``costs`` is every trial's whole cost by id (priced once, in ``build_report``)."""
     a = m.analysis
     exclusions = set(a.exclusions)
     kept = [r for r in rows if r["verdict"]["outcome"] not in exclusions]
@@ -82,9 +84,8 @@ def _candidate(rows: list[dict], m: Manifest, cluster_of: dict[str, str], diffic
     for metric in ("pass_at_k", "pass_hat_k"):
         out[metric] = {str(k): _metric(metric, k, per_task, cluster_of, a.confidence, m.experiment.seed) for k in a.k}
     tasks = sorted(per_task)
-    costs = {r["id"]: trial_cost(r, m.costs) for r in rows}  # the whole cost: models, tools, machines, people
     whole = TrialCost()
-    for c in costs.values():
+    for c in (costs[r["id"]] for r in rows):  # this candidate's trials only
         whole += c
     cost = ratio_interval([sum(costs[r["id"]].total for r in rows if r["task"] == t) for t in tasks],
                           [per_task[t][1] for t in tasks], [cluster_of[t] for t in tasks], a.confidence,
@@ -271,15 +272,18 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
         rows = store.trials()
     finally:
         store.close()
-    locked = _locked_costs(paths)
+    lock_bytes = paths.lock.read_bytes()
+    lock = _lock_document(lock_bytes)
+    locked = locked_costs(lock)
     repriced = locked is not None and locked != m.costs
     if locked is not None:  # a run is priced as it was locked, whatever the manifest says now
         m = m.model_copy(update={"costs": locked})
     cluster_of = cluster if m.analysis.cluster_by == "cluster" else {t: t for t in cluster}
     by_cand = {c.name: [r for r in rows if r["candidate"] == c.name] for c in m.candidates}
+    costs = {r["id"]: trial_cost(r, m.costs) for r in rows}  # the whole cost: models, tools, machines, people
     report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
-        "run": {"id": paths.root.name, "lock_sha256": hashlib.sha256(paths.lock.read_bytes()).hexdigest(),
+        "run": {"id": paths.root.name, "lock_sha256": hashlib.sha256(lock_bytes).hexdigest(),
                 "provisional": len(rows) < planned, "planned_trials": planned, "finished_trials": len(rows),
                 "stopped_by_cost_cap": _stopped_by_cap(paths),
                 "started_at": min((r.get("started_at") or "" for r in rows), default=None),
@@ -289,9 +293,9 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
         "intervals": interval_note(len({cluster_of[t] for t in cluster_of})),
         "saturation": _saturation(rows),
         "nodes": _nodes(rows, [c.name for c in m.candidates], m.execution.max_cost_usd),
-        "candidates": {name: _candidate(rs, m, cluster_of, difficulty) for name, rs in by_cand.items()},
-        "costs": _costs_section(paths, m),
-        "comparisons": [], "trials": [_trial(r, m) for r in rows]}
+        "candidates": {name: _candidate(rs, m, cluster_of, difficulty, costs) for name, rs in by_cand.items()},
+        "costs": _costs_section(lock, m),
+        "comparisons": [], "trials": [_trial(r, m, costs[r["id"]]) for r in rows]}
     nodes = report["nodes"]
     if nodes["attempts_with_unknown_cost"]:
         report["warnings"].append(
@@ -376,25 +380,17 @@ def _ablation(c, baseline: str, by_cand: dict[str, list[dict]], m: Manifest, clu
     return out
 
 
-def _locked_costs(paths: RunPaths) -> CostsConfig | None:
-    """The ``costs`` section the run's lock recorded (None for a run locked before costs were)."""
+def _lock_document(data: bytes) -> dict[str, Any]:
     try:
-        section = json.loads(paths.lock.read_text()).get("costs")
-    except (OSError, ValueError, AttributeError):
-        return None
-    try:
-        return CostsConfig.model_validate(section) if isinstance(section, dict) else None
+        lock = json.loads(data)
     except ValueError:
-        return None
+        return {}
+    return lock if isinstance(lock, dict) else {}
 
 
-def _costs_section(paths: RunPaths, m: Manifest) -> dict[str, Any]:
+def _costs_section(lock: dict[str, Any], m: Manifest) -> dict[str, Any]:
     """The prices every cost of the report comes from (the model table's version from the run's lock)."""
-    try:
-        table = json.loads(paths.lock.read_text()).get("price_table_version")
-    except (OSError, ValueError):
-        table = None
-    return {"model_price_table_version": table, **m.costs.model_dump(mode="json"),
+    return {"model_price_table_version": lock.get("price_table_version"), **m.costs.model_dump(mode="json"),
             "numerator": "every attempt of every trial: model calls, priced tool calls, sandbox and grader CPU and "
                          "memory, human minutes; infrastructure retries included"}
 
@@ -404,11 +400,11 @@ def _stopped_by_cap(paths: RunPaths) -> bool:
     return bool(json.loads(run_file.read_text()).get("stopped_by_cost_cap")) if run_file.exists() else False
 
 
-def _trial(r: dict, m: Manifest) -> dict[str, Any]:
+def _trial(r: dict, m: Manifest, cost: TrialCost) -> dict[str, Any]:
     v = r["verdict"]
     return {"id": r["id"], "task": r["task"], "candidate": r["candidate"], "replicate": r["replicate"],
             "retries": r.get("retries", 0), "outcome": _label(r), "reasons": v["reasons"],
-            "cost_usd": round(trial_cost(r, m.costs).total, 8), "model_cost_usd": r.get("cost_usd"),
+            "cost_usd": round(cost.total, 8), "model_cost_usd": r.get("cost_usd"),
             "duration_s": r.get("duration_s"), "excluded": v["outcome"] in m.analysis.exclusions,
             "node": (r.get("node") or {}).get("name"), "block": r.get("block")}
 

@@ -48,14 +48,15 @@ def _event_line(e: dict[str, Any]) -> str:
 
 def _cost_line(paths: RunPaths, row: dict[str, Any]) -> str:
     """The trial's whole cost by kind, priced as the report prices it (the run's lock holds its ``costs``)."""
-    from .costs import KINDS, trial_cost
+    from .costs import KINDS, locked_costs, trial_cost
     from .manifest import CostsConfig
     from .summary import money
 
     try:
-        costs = CostsConfig.model_validate(json.loads(paths.lock.read_text()).get("costs") or {})
+        lock = json.loads(paths.lock.read_text())
     except (OSError, ValueError):
-        costs = CostsConfig()
+        lock = {}
+    costs = locked_costs(lock) or CostsConfig()
     c = trial_cost(row, costs)
     split = ", ".join(f"{k} {money(c.by_kind[k])}" for k in KINDS)
     unpriced = f"; used without a price: {', '.join(sorted(c.unpriced))}" if c.unpriced else ""
