@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .manifest import CostsConfig
+from .result import TrialResult
 
 KINDS = ("model", "tools", "cpu", "memory", "human")
 
@@ -81,33 +82,25 @@ class TrialCost:
                 "unmeasured_attempts": self.unmeasured}
 
 
-def _usages(result: dict[str, Any]) -> list[dict[str, Any] | None]:
-    """The usage record of the result's attempt and of every attempt before it (None where unknown)."""
-    return [a.get("usage") for a in result.get("previous_attempts") or []] + [result.get("usage")]
-
-
-def trial_cost(result: dict[str, Any], costs: CostsConfig) -> TrialCost:
+def trial_cost(result: TrialResult, costs: CostsConfig) -> TrialCost:
     """The whole cost of one trial under ``costs`` (see the module's docstring)."""
     out = TrialCost()
-    out.by_kind["model"] = float(result.get("cost_usd") or 0.0)  # every attempt's model spend already
+    out.by_kind["model"] = float(result.cost.model_usd or 0.0)  # every attempt's model spend already
     reserved = costs.basis == "reserved"
-    out.interventions = int(result.get("interventions") or 0) + sum(
-        int(a.get("interventions") or 0) for a in result.get("previous_attempts") or [])
-    for usage in _usages(result):
-        if not usage:
+    out.interventions = result.interventions + sum(a.interventions for a in result.previous_attempts)
+    for usage in [a.usage for a in result.previous_attempts] + [result.usage]:  # None: unknown, lost with its node
+        if usage is None:
             out.unmeasured += 1
             continue
-        for role in ("sandbox", "grader"):
-            u = usage.get(role) or {}
-            if u.get("spans", 0) == 0:
+        for u in (usage.sandbox, usage.grader):
+            if u.spans == 0:
                 continue  # no container of this role ran in this attempt
-            cpu = u.get("reserved_cpu_s") if reserved else u.get("cpu_s")
-            mem = u.get("reserved_memory_gib_s") if reserved else u.get("memory_gib_s")
             if not reserved:  # what a span used is unknown when nothing answered for it; its reservation is not
-                out.unmeasured += int(u.get("unmeasured_spans") or 0) + (cpu is None or mem is None)
-            out.cpu_hours += (cpu or 0.0) / 3600.0  # the measured spans count, whatever else is unknown
-            out.memory_gib_hours += (mem or 0.0) / 3600.0
-        for name, n in (usage.get("tool_calls") or {}).items():
+                out.unmeasured += u.unmeasured_spans
+            # the measured spans count, whatever else is unknown
+            out.cpu_hours += (u.reserved_cpu_s if reserved else u.cpu_s) / 3600.0
+            out.memory_gib_hours += (u.reserved_memory_gib_s if reserved else u.memory_gib_s) / 3600.0
+        for name, n in usage.tool_calls.items():
             out.tool_calls[name] = out.tool_calls.get(name, 0) + int(n)
     for quantity, price, kind in ((out.cpu_hours, costs.cpu_hour_usd, "cpu"),
                                   (out.memory_gib_hours, costs.memory_gib_hour_usd, "memory")):

@@ -24,7 +24,6 @@ from typing import Any
 import docker
 
 from .agents import BudgetLimits
-from .stops import AgentResult, StopReason
 from .backends import Backend, choose, open_backend
 from .costs import trial_cost
 from .engine import RUN_LABEL
@@ -46,6 +45,7 @@ from .tasks import Task
 from .summary import money
 from .textsafe import printable
 from .log import get_logger
+from .result import PreviousAttempt, TrialResult
 from .trial import TrialSpec
 
 log = get_logger("job")
@@ -101,16 +101,17 @@ MODEL_AGENTS = ("claude", "command")
 
 
 def _progress(say: Callable[[str], None], done: int, total: int, running: int, failed: int, t0: float,
-              cost: float, spec: TrialSpec, result: dict[str, Any], show_node: bool = False,
+              cost: float, spec: TrialSpec, result: TrialResult, show_node: bool = False,
               spent: float | None = None) -> None:
-    v = result["verdict"]
-    label = f"{v['outcome']}({v['kind']})" if v["kind"] else v["outcome"]
+    v = result.verdict
+    label = v.label
     if show_node:
-        label += f" on {printable((result.get('node') or {}).get('name'))}"
-    reasons = f" [{', '.join(printable(r) for r in v['reasons'])}]" if v["reasons"] else ""  # one line, whatever they hold
+        label += f" on {printable(result.node_name)}"
+    reasons = f" [{', '.join(printable(r) for r in v.reasons)}]" if v.reasons else ""  # one line, whatever they hold
     elapsed = time.monotonic() - t0
     eta = elapsed / done * (total - done) if done else 0.0
-    say(f"[{done}/{total}] {spec.trial_id:46s} {label}{reasons}  {result['duration_s'] or 0:.1f}s {money(spent if spent is not None else result.get('cost_usd') or 0)}"
+    spent = spent if spent is not None else result.cost.model_usd or 0
+    say(f"[{done}/{total}] {spec.trial_id:46s} {label}{reasons}  {result.duration_s or 0:.1f}s {money(spent)}"
         f"  | running {running}, not accepted {failed}, elapsed {elapsed:.0f}s, ~{eta:.0f}s left, cost {money(cost)}")
 
 
@@ -166,29 +167,25 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
     return paths
 
 
-def _record(store: Store, paths: RunPaths, spec: TrialSpec, result: dict[str, Any]) -> None:
+def _record(store: Store, paths: RunPaths, spec: TrialSpec, result: TrialResult) -> None:
     events_file = paths.attempt(spec.trial_id, spec.attempt).events
     store.record(result, read_events(events_file) if events_file.exists() else [])
 
 
 
-def charged(result: dict[str, Any], max_cost_usd: float, costs: CostsConfig | None = None) -> float:
+def charged(result: TrialResult, max_cost_usd: float, costs: CostsConfig | None = None) -> float:
     """What a result counts against the run's cost cap: its whole known cost (models, and with ``costs`` its
     priced tools, machines and human time), and ``max_cost_usd`` for every attempt whose spend was lost (so the
     cap is never passed because records went down with a node)."""
-    known = trial_cost(result, costs).total if costs is not None else (result.get("cost_usd") or 0.0)
-    return known + max_cost_usd * (result.get("attempts_with_unknown_cost") or 0)
+    known = trial_cost(result, costs).total if costs is not None else (result.cost.model_usd or 0.0)
+    return known + max_cost_usd * result.cost.unknown_attempts
 
 
-def _retry_of(spec: TrialSpec, result: dict[str, Any]) -> TrialSpec:
+def _retry_of(spec: TrialSpec, result: TrialResult) -> TrialSpec:
     """The next attempt of a trial that hit an infrastructure error (what it spent carried over)."""
-    v = result["verdict"]
-    # results written before attempt_cost_usd existed: their cost_usd is the attempt's plus what came before
-    spent = result["attempt_cost_usd"] if "attempt_cost_usd" in result else \
-        round((result.get("cost_usd") or 0.0) - spec.prior_cost_usd, 8)
-    attempt = {"attempt": spec.attempt, "kind": v["kind"], "detail": "; ".join(v["reasons"])[:500],
-               "node": (result.get("node") or {}).get("name"), "cost_usd": spent,
-               "usage": result.get("usage"), "interventions": result.get("interventions") or 0}  # what it used
+    v, spent = result.verdict, result.cost.attempt_usd
+    attempt = PreviousAttempt(spec.attempt, v.kind, "; ".join(v.reasons)[:500], result.node_name, spent,
+                              result.usage, result.interventions)  # what it used
     return dataclasses.replace(spec, attempt=spec.attempt + 1, retries=spec.retries + 1,
                                prior_cost_usd=spec.prior_cost_usd + (spent or 0.0),
                                previous_attempts=spec.previous_attempts + (attempt,))
@@ -203,10 +200,10 @@ def _resumed(spec: TrialSpec, paths: RunPaths) -> TrialSpec:
     owes nothing: it runs again as it was."""
     record = paths.attempt(spec.trial_id, 1).retry_owed
     try:
-        result = json.loads(record.read_text())
-    except (OSError, ValueError):
+        result = TrialResult.from_dict(json.loads(record.read_text()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # absent, or not a result: nothing owed
         return spec
-    if result.get("verdict", {}).get("outcome") != "infra_error" or result.get("attempt") != 1:
+    if not result.is_infra_error or result.attempt != 1:
         return spec
     return _retry_of(spec, result)
 
@@ -236,9 +233,8 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
                     continue  # no room yet, but a node is being probed: admit again shortly
                 break
             for spec, outcome in runner.wait():
-                if isinstance(outcome, dict) and (outcome.get("id"), outcome.get("attempt")) != (spec.trial_id,
-                                                                                                  spec.attempt):
-                    outcome = RuntimeError(f"the result names {outcome.get('id')} attempt {outcome.get('attempt')}")
+                if isinstance(outcome, TrialResult) and (outcome.id, outcome.attempt) != (spec.trial_id, spec.attempt):
+                    outcome = RuntimeError(f"the result names {outcome.id} attempt {outcome.attempt}")
                 if isinstance(outcome, BaseException):
                     if isinstance(outcome, Cancelled):
                         continue
@@ -246,32 +242,32 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
                     result = _harness_failure(spec, outcome, paths, runner.node_for(spec))
                 else:
                     result = outcome
-                if result["verdict"]["outcome"] == "infra_error" and spec.attempt == 1:
-                    say(f"infrastructure error in {spec.trial_id} ({result['verdict']['kind']}): retrying it once")
+                if result.is_infra_error and spec.attempt == 1:
+                    say(f"infrastructure error in {spec.trial_id} ({result.verdict.kind}): retrying it once")
                     # the retry is owed until it is recorded: a resumed run finds it here
                     owed = paths.attempt(spec.trial_id, 1)
                     owed.folder.mkdir(parents=True, exist_ok=True)
-                    owed.retry_owed.write_text(json.dumps(result, default=str))
+                    owed.retry_owed.write_text(json.dumps(result.to_dict(), default=str))
                     queue.appendleft(_retry_of(spec, result))
                     continue
                 _record(store, paths, spec, result)
                 finished += 1
                 spent = charged(result, max_cost_usd, costs)
                 cost += spent
-                failed += not result["verdict"]["accepted"]
+                failed += not result.accepted
                 _progress(say, finished, total, runner.running, failed, t0, cost, spec, result, runner.name == "ray",
                           spent)
     except BaseException:
         # running trials stop before grading; finished ones are still recorded
         for spec, outcome in runner.interrupt():
-            if isinstance(outcome, dict) and (outcome["verdict"]["outcome"] != "infra_error" or spec.attempt > 1):
+            if isinstance(outcome, TrialResult) and (not outcome.is_infra_error or spec.attempt > 1):
                 _record(store, paths, spec, outcome)
         raise
     return stopped, len(queue)
 
 
 def _harness_failure(spec: TrialSpec, exc: BaseException, paths: RunPaths,
-                     node: dict[str, Any] | None = None) -> dict[str, Any]:
+                     node: dict[str, Any] | None = None) -> TrialResult:
     """The record of an attempt that trialbox itself failed; written to the attempt's folder."""
     from .grading.verdict import infra_verdict
     from .trial import ended_attempt, spend_in
@@ -292,39 +288,27 @@ def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], clie
     changed = 0
     try:
         for row in store.trials():
-            task = by_id[row["task"]]
-            folder = paths.attempt(row["id"], row["attempt"])
-            if row["verdict"]["outcome"] == "infra_error" and not folder.final_workspace.exists():
-                continue
+            task = by_id[row.task]
+            folder = paths.attempt(row.id, row.attempt)
+            if row.agent is None or row.agent.stop_reason is None or not folder.final_workspace.exists():
+                continue  # the attempt never stopped an agent or left no workspace: nothing to grade
             final = tree_from_tar(folder.final_workspace)
             if task.id not in originals:
                 originals[task.id] = tree_from_tar(materialize(task, load_settings().repos_dir).tar_path)
-            original = originals[task.id]
-            events = read_events(folder.events)
-            agent = _agent_result(row)
-            canaries = json.loads(folder.canaries.read_text())
-            cand = next(c for c in loaded.manifest.candidates if c.name == row["candidate"])
-            graded = grade_trial(docker_sandboxes(client), row["image_id"], task, original, final, events, agent, canaries,
-                                 loaded.manifest.environment.network_policy, cand.agent,
-                                 GraderLimits.for_environment(loaded.manifest.environment),
-                                 f"tb-{paths.key[:12]}-rg", judge, row["id"], {RUN_LABEL: paths.key},
-                                 setup_outputs=row.get("setup_outputs") or ())
-            verdict = graded.verdict.to_dict()  # its grader_version names the grader folder's content, as a run's
-            if verdict["outcome"] != row["verdict"]["outcome"]:
-                changed += 1
-            store.regrade(row["id"], verdict)
-            say(f"{row['id']:50s} {row['verdict']['outcome']} -> {verdict['outcome']}  ({verdict['grader_version']})")
+            cand = next(c for c in loaded.manifest.candidates if c.name == row.candidate)
+            graded = grade_trial(docker_sandboxes(client), row.image_id, task, originals[task.id], final,
+                                 read_events(folder.events), row.agent.agent_result(row.cost.model_usd or 0.0),
+                                 json.loads(folder.canaries.read_text()), loaded.manifest.environment.network_policy,
+                                 cand.agent, GraderLimits.for_environment(loaded.manifest.environment),
+                                 f"tb-{paths.key[:12]}-rg", judge, row.id, {RUN_LABEL: paths.key},
+                                 setup_outputs=row.setup_outputs)
+            verdict = graded.verdict  # its grader_version names the grader folder's content, as a run's
+            changed += verdict.outcome is not row.outcome
+            store.regrade(row.id, verdict)
+            say(f"{row.id:50s} {row.outcome.value} -> {verdict.outcome.value}  ({verdict.grader_version})")
     finally:
         store.close()
     return changed
-
-
-def _agent_result(row: dict[str, Any]) -> AgentResult:
-    tokens = row.get("tokens") or {}
-    return AgentResult(StopReason(row["stop_reason"]), row.get("stop_detail", ""), row.get("summary"),
-                       bool(row.get("abstained")), row.get("tool_calls", 0), row.get("model_calls", 0),
-                       tokens.get("input", 0), tokens.get("output", 0), tokens.get("cache_read", 0),
-                       tokens.get("cache_write", 0), row.get("cost_usd") or 0.0, row.get("interventions", 0), 0.0)
 
 
 __all__ = ["run_experiment", "regrade_run", "ensure_lock"]
@@ -336,9 +320,9 @@ def calibrate_run(paths: RunPaths, labels: dict[str, str]) -> dict[str, Any]:
     try:
         judged = {}
         for row in store.trials():
-            for c in row["verdict"]["criteria"]:
-                if c["name"] == "semantic_judge":
-                    judged[row["id"]] = c["evidence"]["verdict"]
+            for c in row.verdict.criteria:
+                if c.name == "semantic_judge":
+                    judged[row.id] = c.evidence["verdict"]
     finally:
         store.close()
     return calibrate(judged, labels)
@@ -363,11 +347,9 @@ def reproduce_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], cl
     run_experiment(loaded, tasks, client, out, say, backend, ray_address, unchecked)
     before, after = Store(paths), Store(RunPaths(out))
     try:
-        old = {r["id"]: r["verdict"] for r in before.trials()}
-        new = {r["id"]: r["verdict"] for r in after.trials()}
+        old = {r.id: (r.outcome, r.verdict.reasons) for r in before.trials()}
+        new = {r.id: (r.outcome, r.verdict.reasons) for r in after.trials()}
     finally:
         before.close()
         after.close()
-    return sorted(t for t in old.keys() | new.keys()
-                  if (old.get(t) or {}).get("outcome") != (new.get(t) or {}).get("outcome")
-                  or (old.get(t) or {}).get("reasons") != (new.get(t) or {}).get("reasons"))
+    return sorted(t for t in old.keys() | new.keys() if old.get(t) != new.get(t))

@@ -19,6 +19,7 @@ from .costs import TrialCost, locked_costs, trial_cost, unpriced_warning
 from .manifest import Manifest
 from .stats import (MIN_CLUSTERS, few_clusters_warning, interval_note, mean_interval, paired_difference, pass_at_k,
                     pass_hat_k, quantile, ratio_interval, sample_size_hint, share_interval)
+from .result import TrialResult
 from .store import RunPaths, Store
 
 SCHEMA_VERSION = 1
@@ -33,14 +34,14 @@ def _task_metric(metric: str, n: int, c: int, k: int) -> float | None:
     return c / n if n else None
 
 
-def _per_task(rows: list[dict], exclusions: set[str]) -> dict[str, tuple[int, int]]:
+def _per_task(rows: list[TrialResult], exclusions: set[str]) -> dict[str, tuple[int, int]]:
     """(trials in the denominator, accepted) per task; a task whose trials were all excluded stays, as (0, 0)."""
-    counts: dict[str, list[int]] = {r["task"]: [0, 0] for r in rows}
+    counts: dict[str, list[int]] = {r.task: [0, 0] for r in rows}
     for r in rows:
-        if r["verdict"]["outcome"] in exclusions:
+        if r.outcome.value in exclusions:
             continue
-        counts[r["task"]][0] += 1
-        counts[r["task"]][1] += int(r["verdict"]["accepted"])
+        counts[r.task][0] += 1
+        counts[r.task][1] += int(r.accepted)
     return {t: (n, c) for t, (n, c) in counts.items()}
 
 
@@ -63,63 +64,63 @@ def _metric(metric: str, k: int, per_task: dict[str, tuple[int, int]], cluster_o
     return est
 
 
-def _candidate(rows: list[dict], m: Manifest, cluster_of: dict[str, str], difficulty: dict[str, str],
+def _candidate(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str], difficulty: dict[str, str],
                costs: dict[str, TrialCost]) -> dict[str, Any]:
     """One candidate's figures; ``costs`` is every trial's whole cost by id (priced once, in ``build_report``)."""
     a = m.analysis
     exclusions = set(a.exclusions)
-    kept = [r for r in rows if r["verdict"]["outcome"] not in exclusions]
+    kept = [r for r in rows if r.outcome.value not in exclusions]
     per_task = _per_task(rows, exclusions)
-    accepted = [r for r in kept if r["verdict"]["accepted"]]
-    failed = [r for r in kept if not r["verdict"]["accepted"]]
+    accepted = [r for r in kept if r.accepted]
+    failed = [r for r in kept if not r.accepted]
     out: dict[str, Any] = {
         "n_trials": len(rows), "n_trials_in_denominator": len(kept), "n_accepted": len(accepted),
         "acceptance_rate": _rate_per_task(per_task),
         "acceptance_rate_pooled": len(accepted) / len(kept) if kept else None,
         "acceptance_rate_pooled_all_trials": len(accepted) / len(rows) if rows else None,
-        "excluded": dict(sorted(_count(r["verdict"]["outcome"] for r in rows if r["verdict"]["outcome"] in exclusions).items())),
-        "infra_errors": sum(r["verdict"]["outcome"] == "infra_error" for r in rows),
-        "outcomes": dict(sorted(_count(_label(r) for r in rows).items())),
+        "excluded": dict(sorted(_count(r.outcome.value for r in rows if r.outcome.value in exclusions).items())),
+        "infra_errors": sum(r.outcome.value == "infra_error" for r in rows),
+        "outcomes": dict(sorted(_count(r.verdict.label for r in rows).items())),
     }
     for metric in ("pass_at_k", "pass_hat_k"):
         out[metric] = {str(k): _metric(metric, k, per_task, cluster_of, a.confidence, m.experiment.seed) for k in a.k}
     tasks = sorted(per_task)
     whole = TrialCost()
-    for c in (costs[r["id"]] for r in rows):  # this candidate's trials only
+    for c in (costs[r.id] for r in rows):  # this candidate's trials only
         whole += c
-    cost = ratio_interval([sum(costs[r["id"]].total for r in rows if r["task"] == t) for t in tasks],
+    cost = ratio_interval([sum(costs[r.id].total for r in rows if r.task == t) for t in tasks],
                           [per_task[t][1] for t in tasks], [cluster_of[t] for t in tasks], a.confidence,
                           seed=m.experiment.seed)
     out["cost_usd_total"] = round(whole.total, 10)
     out["cost"] = whole.to_dict()
-    out["attempts_with_unknown_cost"] = sum(r.get("attempts_with_unknown_cost") or 0 for r in rows)
+    out["attempts_with_unknown_cost"] = sum(r.cost.unknown_attempts for r in rows)
     out["cost_per_accepted_usd"] = cost.to_dict()
-    durations = [r["duration_s"] for r in rows if r.get("duration_s") is not None]
+    durations = [r.duration_s for r in rows if r.duration_s is not None]
     out["latency_p50_s"], out["latency_p95_s"] = quantile(durations, 0.5), quantile(durations, 0.95)
-    out["time_to_abandon_p50_s"] = quantile([r["duration_s"] for r in failed if r.get("duration_s") is not None], 0.5)
-    out["interventions"] = sum(r.get("interventions") or 0 for r in rows)
-    out["coverage"] = 1 - sum(bool(r.get("abstained")) for r in rows) / len(rows) if rows else None
+    out["time_to_abandon_p50_s"] = quantile([r.duration_s for r in failed if r.duration_s is not None], 0.5)
+    out["interventions"] = sum(r.interventions for r in rows)
+    out["coverage"] = 1 - sum(r.abstained for r in rows) / len(rows) if rows else None
     n = len(rows) or 1
-    out["efficiency"] = {"tool_calls": sum(r.get("tool_calls") or 0 for r in rows) / n,
-                         "model_calls": sum(r.get("model_calls") or 0 for r in rows) / n,
-                         **{f"{k}_tokens": sum((r.get("tokens") or {}).get(k, 0) for r in rows) / n
+    out["efficiency"] = {"tool_calls": sum(r.tool_calls for r in rows) / n,
+                         "model_calls": sum(r.model_calls for r in rows) / n,
+                         **{f"{k}_tokens": sum(getattr(r.tokens, k) for r in rows) / n
                             for k in ("input", "output", "cache_read", "cache_write")}}
-    out["models_served"] = sorted({mdl for r in rows for mdl in r.get("models_served") or []})
+    out["models_served"] = sorted({mdl for r in rows for mdl in r.models_served})
     out["by_difficulty"] = {}
     for level in ("easy", "medium", "hard"):
-        sub = [r for r in kept if difficulty.get(r["task"]) == level]
+        sub = [r for r in kept if difficulty.get(r.task) == level]
         if sub:
             sub_tasks = {t: v for t, v in per_task.items() if difficulty.get(t) == level}
             out["by_difficulty"][level] = {
-                "n_trials": len(sub), "acceptance_rate": _rate_per_task({t: per_task[t] for t in {r["task"] for r in sub}}),
+                "n_trials": len(sub), "acceptance_rate": _rate_per_task({t: per_task[t] for t in {r.task for r in sub}}),
                 **{f"{metric}@{a.k[0]}": _metric(metric, a.k[0], sub_tasks, cluster_of, a.confidence, m.experiment.seed)
                    for metric in ("pass_at_k", "pass_hat_k")}}
     return out
 
 
-def _saturation(rows: list[dict]) -> dict[str, Any]:
+def _saturation(rows: list[TrialResult]) -> dict[str, Any]:
     """How loaded the host was while trials ran (from each trial's recorded conditions)."""
-    cond = [r.get("conditions") or {} for r in rows]
+    cond = [r.conditions.to_dict() if r.conditions else {} for r in rows]
     loads = [c[k] for c in cond for k in ("load_at_start", "load_at_end") if c.get(k) is not None]
     throttled = [c for c in cond if (c.get("cpu_throttled_periods") or 0) > 0]
     docker_lat = [c["docker_api_latency_s"] for c in cond if c.get("docker_api_latency_s") is not None]
@@ -135,29 +136,28 @@ UNEVEN_SHARE = 0.05
 is flagged: its trials did not share hardware with the others' as the blocks intended."""
 
 
-def _nodes(rows: list[dict], candidates: list[str], max_cost_usd: float) -> dict[str, Any]:
+def _nodes(rows: list[TrialResult], candidates: list[str], max_cost_usd: float) -> dict[str, Any]:
     """Results by node, blocks split across nodes, unevenly spread candidates, attempts lost with a node."""
     by_node: dict[str, dict[str, Any]] = {}
     for r in rows:
-        node = r.get("node") or {}
+        node = r.node or {}
         name = node.get("name") or "unknown"
         entry = by_node.setdefault(name, {
             "hardware": {k: node.get(k) for k in ("hostname", "cpu_model", "cpus", "memory_mb", "kernel")}
             | {"docker": (node.get("docker") or {}).get("version")},
             "trials": 0, "accepted": 0, "by_candidate": {c: {"trials": 0, "accepted": 0} for c in candidates}})
-        accepted = int(r["verdict"]["accepted"])
+        accepted = int(r.accepted)
         entry["trials"] += 1
         entry["accepted"] += accepted
-        if r["candidate"] in entry["by_candidate"]:
-            entry["by_candidate"][r["candidate"]]["trials"] += 1
-            entry["by_candidate"][r["candidate"]]["accepted"] += accepted
+        if r.candidate in entry["by_candidate"]:
+            entry["by_candidate"][r.candidate]["trials"] += 1
+            entry["by_candidate"][r.candidate]["accepted"] += accepted
     blocks: dict[int, set[str]] = defaultdict(set)    # nodes of the recorded trials
     attempts: dict[int, set[str]] = defaultdict(set)  # ... and of every attempt, lost ones included
     for r in rows:
-        if r.get("block") is not None:
-            blocks[r["block"]].add((r.get("node") or {}).get("name") or "unknown")
-            attempts[r["block"]] |= blocks[r["block"]] | {a["node"] for a in r.get("previous_attempts") or []
-                                                          if a.get("node")}
+        if r.block is not None:
+            blocks[r.block].add(r.node_name or "unknown")
+            attempts[r.block] |= blocks[r.block] | {a.node for a in r.previous_attempts if a.node}
     shares = {c: {n: e["by_candidate"][c]["trials"] / total for n, e in by_node.items()}
               for c in candidates if (total := sum(e["by_candidate"][c]["trials"] for e in by_node.values()))}
     uneven = []
@@ -166,12 +166,12 @@ def _nodes(rows: list[dict], candidates: list[str], max_cost_usd: float) -> dict
         if any(abs(g) > UNEVEN_SHARE for g in gaps.values()):
             uneven.append({"candidate": c, "share_by_node": {n: round(v, 4) for n, v in sorted(share.items())}})
     lost_kinds = ("node_lost", "worker_lost")
-    lost = sum(a.get("kind") in lost_kinds for r in rows for a in r.get("previous_attempts") or []) \
-        + sum(r["verdict"].get("kind") in lost_kinds for r in rows)
-    unknown = sum(r.get("attempts_with_unknown_cost") or 0 for r in rows)
+    lost = sum(a.kind in lost_kinds for r in rows for a in r.previous_attempts) \
+        + sum(r.verdict.kind in lost_kinds for r in rows)
+    unknown = sum(r.cost.unknown_attempts for r in rows)
     machines: dict[str, set] = defaultdict(set)  # one name should be one machine
     for r in rows:
-        node = r.get("node") or {}
+        node = r.node or {}
         machines[node.get("name") or "unknown"].add(tuple(node.get(k) for k in ("hostname", "cpu_model", "cpus",
                                                                                   "memory_mb", "kernel")))
     return {"by_node": dict(sorted(by_node.items())), "blocks": len(blocks),
@@ -190,18 +190,13 @@ def _count(items) -> dict[str, int]:
     return c
 
 
-def _label(r: dict) -> str:
-    v = r["verdict"]
-    return f"{v['outcome']}({v['kind']})" if v.get("kind") else v["outcome"]
-
-
-def _per_task_values(rows: list[dict], m: Manifest) -> dict[str, float]:
+def _per_task_values(rows: list[TrialResult], m: Manifest) -> dict[str, float]:
     metric, k = m.analysis.primary_metric, m.analysis.k[0]
     per_task = _per_task(rows, set(m.analysis.exclusions))
     return {t: v for t, (n, c) in per_task.items() if (v := _task_metric(metric, n, c, k)) is not None}
 
 
-def _adoption(report: dict[str, Any], by_cand: dict[str, list[dict]], m: Manifest, cluster_of: dict[str, str]) -> dict[str, Any]:
+def _adoption(report: dict[str, Any], by_cand: dict[str, list[TrialResult]], m: Manifest, cluster_of: dict[str, str]) -> dict[str, Any]:
     rule = m.analysis.adoption
     if rule is None:
         return {"decision": "NONE", "reasons": ["no adoption rule was declared"]}
@@ -214,8 +209,8 @@ def _adoption(report: dict[str, Any], by_cand: dict[str, list[dict]], m: Manifes
         return {"decision": "INCONCLUSIVE",
                 "reasons": [f"only {clusters} cluster(s): no interval was shown to hold its coverage below "
                             f"{MIN_CLUSTERS}, so no decision is made on them"]}
-    blocked = sorted({c["name"] for r in by_cand[rule.candidate] for c in r["verdict"]["criteria"]
-                      if c["name"] in rule.blocking_criteria and not c["passed"]})
+    blocked = sorted({c.name for r in by_cand[rule.candidate] for c in r.verdict.criteria
+                      if c.name in rule.blocking_criteria and not c.passed})
     cost = report["candidates"][rule.candidate]["cost_per_accepted_usd"]
     bound = rule.max_cost_per_accepted_usd
     reject, adopt = [], []
@@ -279,15 +274,15 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
     if locked is not None:  # a run is priced as it was locked, whatever the manifest says now
         m = m.model_copy(update={"costs": locked})
     cluster_of = cluster if m.analysis.cluster_by == "cluster" else {t: t for t in cluster}
-    by_cand = {c.name: [r for r in rows if r["candidate"] == c.name] for c in m.candidates}
-    costs = {r["id"]: trial_cost(r, m.costs) for r in rows}  # the whole cost: models, tools, machines, people
+    by_cand = {c.name: [r for r in rows if r.candidate == c.name] for c in m.candidates}
+    costs = {r.id: trial_cost(r, m.costs) for r in rows}  # the whole cost: models, tools, machines, people
     report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "run": {"id": paths.root.name, "lock_sha256": hashlib.sha256(lock_bytes).hexdigest(),
                 "provisional": len(rows) < planned, "planned_trials": planned, "finished_trials": len(rows),
                 "stopped_by_cost_cap": _stopped_by_cap(paths),
-                "started_at": min((r.get("started_at") or "" for r in rows), default=None),
-                "finished_at": max((r.get("finished_at") or "" for r in rows), default=None)},
+                "started_at": min((r.started_at or "" for r in rows), default=None),
+                "finished_at": max((r.finished_at or "" for r in rows), default=None)},
         "confidence": m.analysis.confidence, "primary_metric": f"{m.analysis.primary_metric}@{m.analysis.k[0]}",
         "warnings": [w for w in [few_clusters_warning(list({cluster_of[t] for t in cluster_of}))] if w],
         "intervals": interval_note(len({cluster_of[t] for t in cluster_of})),
@@ -295,7 +290,7 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
         "nodes": _nodes(rows, [c.name for c in m.candidates], m.execution.max_cost_usd),
         "candidates": {name: _candidate(rs, m, cluster_of, difficulty, costs) for name, rs in by_cand.items()},
         "costs": _costs_section(lock, m),
-        "comparisons": [], "trials": [_trial(r, m, costs[r["id"]]) for r in rows]}
+        "comparisons": [], "trials": [_trial(r, m, costs[r.id]) for r in rows]}
     nodes = report["nodes"]
     if nodes["attempts_with_unknown_cost"]:
         report["warnings"].append(
@@ -353,7 +348,7 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
     return report
 
 
-def _ablation(c, baseline: str, by_cand: dict[str, list[dict]], m: Manifest, cluster_of: dict[str, str]) -> dict[str, Any]:
+def _ablation(c, baseline: str, by_cand: dict[str, list[TrialResult]], m: Manifest, cluster_of: dict[str, str]) -> dict[str, Any]:
     """How much of the full design's improvement over the baseline persists without one component, on the tasks
     all three have the trials the primary metric needs: the full design's improvement (F − B), the ablation's
     (A − B), what the component adds (F − A), all paired per task, and the share (A − B) / (F − B) with
@@ -400,13 +395,12 @@ def _stopped_by_cap(paths: RunPaths) -> bool:
     return bool(json.loads(run_file.read_text()).get("stopped_by_cost_cap")) if run_file.exists() else False
 
 
-def _trial(r: dict, m: Manifest, cost: TrialCost) -> dict[str, Any]:
-    v = r["verdict"]
-    return {"id": r["id"], "task": r["task"], "candidate": r["candidate"], "replicate": r["replicate"],
-            "retries": r.get("retries", 0), "outcome": _label(r), "reasons": v["reasons"],
-            "cost_usd": round(cost.total, 8), "model_cost_usd": r.get("cost_usd"),
-            "duration_s": r.get("duration_s"), "excluded": v["outcome"] in m.analysis.exclusions,
-            "node": (r.get("node") or {}).get("name"), "block": r.get("block")}
+def _trial(r: TrialResult, m: Manifest, cost: TrialCost) -> dict[str, Any]:
+    return {"id": r.id, "task": r.task, "candidate": r.candidate, "replicate": r.replicate,
+            "retries": r.retries, "outcome": r.verdict.label, "reasons": r.verdict.reasons,
+            "cost_usd": round(cost.total, 8), "model_cost_usd": r.cost.model_usd,
+            "duration_s": r.duration_s, "excluded": r.outcome.value in m.analysis.exclusions,
+            "node": r.node_name, "block": r.block}
 
 
 def to_json(report: dict[str, Any]) -> str:

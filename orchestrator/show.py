@@ -13,6 +13,7 @@ from typing import Any
 
 from .errors import TrialboxError
 from .events import read_events, verify_events
+from .result import TrialResult
 from .store import RunPaths, Store
 from .textsafe import printable
 
@@ -46,7 +47,7 @@ def _event_line(e: dict[str, Any]) -> str:
     return f"{kind:10s} " + _evidence({k: v for k, v in e.items() if k not in ("seq", "kind", "hash", "prev_hash", "source")})
 
 
-def _cost_line(paths: RunPaths, row: dict[str, Any]) -> str:
+def _cost_line(paths: RunPaths, row: TrialResult) -> str:
     """The trial's whole cost by kind, priced as the report prices it (the run's lock holds its ``costs``)."""
     from .costs import KINDS, locked_costs, trial_cost
     from .manifest import CostsConfig
@@ -71,21 +72,20 @@ def show_trial(paths: RunPaths, trial_id: str) -> str:
         store.close()
     if row is None:
         raise TrialboxError(f"{paths.root}: no trial {trial_id!r}")
-    v = row["verdict"]
-    label = f"{v['outcome']}({v['kind']})" if v["kind"] else v["outcome"]
-    lines = [f"trial {trial_id}: {label.upper()}" + (f" — failed: {', '.join(v['reasons'])}" if v["reasons"] else ""),
-             f"  stop: {row.get('stop_reason')} {row.get('stop_detail') or ''}".rstrip(),
-             f"  summary: {row.get('summary')!r}   {row.get('duration_s')}s   grader {v['grader_version']}",
+    v, a = row.verdict, row.agent
+    lines = [f"trial {trial_id}: {v.label.upper()}" + (f" — failed: {', '.join(v.reasons)}" if v.reasons else ""),
+             f"  stop: {a.stop_reason.value if a and a.stop_reason else None} {a.detail if a else ''}".rstrip(),
+             f"  summary: {a.summary if a else None!r}   {row.duration_s}s   grader {v.grader_version}",
              f"  cost: {_cost_line(paths, row)}"]
-    if v.get("partial"):
-        lines.append("  partial: " + ", ".join(f"{k} {x:.0%}" for k, x in v["partial"].items()))
+    if v.partial:
+        lines.append("  partial: " + ", ".join(f"{k} {x:.0%}" for k, x in v.partial.items()))
     lines.append("criteria:")
-    for c in v["criteria"]:
-        mark = "PASS" if c["passed"] else "FAIL"
-        lines.append(f"  [{mark}] {c['name']}{' (critical)' if c['critical'] else ''}: {_evidence(c['evidence'])}")
-    events_file = paths.attempt(trial_id, row["attempt"]).events
+    for c in v.criteria:
+        mark = "PASS" if c.passed else "FAIL"
+        lines.append(f"  [{mark}] {c.name}{' (critical)' if c.critical else ''}: {_evidence(c.evidence)}")
+    events_file = paths.attempt(trial_id, row.attempt).events
     if events_file.exists():
-        check = verify_events(events_file, expected_head=row.get("events_anchor"))
+        check = verify_events(events_file, expected_head=row.events_anchor)
         lines.append(f"events ({check.count}, {'intact' if check.ok else 'TAMPERED: ' + '; '.join(check.problems)}):")
         events = read_events(events_file)
         ended = {e.get("started_seq") for e in events if e["kind"] == "tool"}

@@ -34,7 +34,12 @@ import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from .result import TrialResult
+
+if TYPE_CHECKING:
+    from .grading.verdict import Verdict
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS trials (
@@ -159,20 +164,21 @@ class Store:
     def done(self) -> set[str]:
         return {row[0] for row in self.db.execute("SELECT id FROM trials")}
 
-    def record(self, result: dict[str, Any], events: list[dict[str, Any]]) -> None:
-        v = result["verdict"]
+    def record(self, result: TrialResult, events: list[dict[str, Any]]) -> None:
+        doc = result.to_dict()
+        v = doc["verdict"]
         with self._tx() as db:
-            db.execute("DELETE FROM criteria WHERE trial_id = ?", (result["id"],))
-            db.execute("DELETE FROM events WHERE trial_id = ?", (result["id"],))
+            db.execute("DELETE FROM criteria WHERE trial_id = ?", (result.id,))
+            db.execute("DELETE FROM events WHERE trial_id = ?", (result.id,))
             db.execute(
                 "INSERT OR REPLACE INTO trials VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (result["id"], result["task"], result["candidate"], result["replicate"], result["attempt"],
-                 result["retries"], v["outcome"], v["kind"], int(v["accepted"]), json.dumps(v["reasons"]),
-                 result.get("stop_reason"), result.get("cost_usd"), result.get("duration_s"), result.get("started_at"),
-                 result.get("finished_at"), result.get("events_anchor"), v["grader_version"], json.dumps(result)))
-            self._criteria(db, result["id"], v)
+                (result.id, result.task, result.candidate, result.replicate, result.attempt, result.retries,
+                 v["outcome"], v["kind"], int(v["accepted"]), json.dumps(v["reasons"]), doc["stop_reason"],
+                 doc["cost_usd"], result.duration_s, result.started_at, result.finished_at, result.events_anchor,
+                 v["grader_version"], json.dumps(doc)))
+            self._criteria(db, result.id, v)
             db.executemany("INSERT INTO events VALUES (?,?,?,?,?,?)", [
-                (result["id"], e["seq"], e["kind"], e.get("source"), e.get("tool"),
+                (result.id, e["seq"], e["kind"], e.get("source"), e.get("tool"),
                  str(e.get("reason") or e.get("exit_code") or "")[:200]) for e in events])
 
     def _criteria(self, db: sqlite3.Connection, trial_id: str, v: dict[str, Any]) -> None:
@@ -182,25 +188,27 @@ class Store:
         db.execute("INSERT INTO verdicts VALUES (?,?,?,?,datetime('now'),?)",
                    (trial_id, v["grader_version"], v["outcome"], int(v["accepted"]), json.dumps(v, default=str)))
 
-    def regrade(self, trial_id: str, verdict: dict[str, Any]) -> None:
+    def regrade(self, trial_id: str, verdict: Verdict) -> None:
         """Replace a trial's verdict and criteria (the history keeps every verdict)."""
         row = self.trial(trial_id)
         if row is None:
             raise KeyError(trial_id)
-        row["verdict"] = verdict
+        doc = row.with_verdict(verdict).to_dict()
+        v = doc["verdict"]
         with self._tx() as db:
             db.execute("DELETE FROM criteria WHERE trial_id = ?", (trial_id,))
             db.execute("UPDATE trials SET outcome=?, outcome_kind=?, accepted=?, reasons=?, grader_version=?, result=? "
-                       "WHERE id=?", (verdict["outcome"], verdict["kind"], int(verdict["accepted"]),
-                                      json.dumps(verdict["reasons"]), verdict["grader_version"], json.dumps(row), trial_id))
-            self._criteria(db, trial_id, verdict)
+                       "WHERE id=?", (v["outcome"], v["kind"], int(v["accepted"]), json.dumps(v["reasons"]),
+                                      v["grader_version"], json.dumps(doc), trial_id))
+            self._criteria(db, trial_id, v)
 
-    def trial(self, trial_id: str) -> dict[str, Any] | None:
+    def trial(self, trial_id: str) -> TrialResult | None:
         row = self.db.execute("SELECT result FROM trials WHERE id = ?", (trial_id,)).fetchone()
-        return json.loads(row[0]) if row else None
+        return TrialResult.from_dict(json.loads(row[0])) if row else None
 
-    def trials(self) -> list[dict[str, Any]]:
-        return [json.loads(r[0]) for r in self.db.execute("SELECT result FROM trials ORDER BY task, candidate, replicate")]
+    def trials(self) -> list[TrialResult]:
+        return [TrialResult.from_dict(json.loads(r[0]))
+                for r in self.db.execute("SELECT result FROM trials ORDER BY task, candidate, replicate")]
 
     def _tx(self):
         store = self

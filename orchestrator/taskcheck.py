@@ -62,8 +62,8 @@ from .images import ImageRecord, build_recipe
 from .manifest import LoadedManifest, NopCandidate, OracleCandidate
 from .repos import materialize, source_identity
 from .sandbox.base import SandboxSpec
-from .sandbox.base import SandboxFactory
-from .sandbox.docker import docker_sandboxes
+from .sandbox.base import SandboxFactory, SandboxHost
+from .sandbox.docker import docker_host
 from .settings import load_settings
 from .store import RunPaths
 from .tasks import Task, git_env
@@ -266,7 +266,7 @@ def _image_leaks(sandboxes: SandboxFactory, image_id: str, held: dict[str, bytes
 
 
 # --------------------------------------------------------------------------- one task
-def check_task(task: Task, loaded: LoadedManifest, client, image_id: str, replicates: int, folder: Path) -> list[str]:
+def check_task(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str, replicates: int, folder: Path) -> list[str]:
     """Every problem of one task, the root cause first (steps that depend on a failed one are not run)."""
     problems: list[str] = []
     repo = materialize(task, load_settings().repos_dir)
@@ -283,7 +283,7 @@ def check_task(task: Task, loaded: LoadedManifest, client, image_id: str, replic
         return [f"the test patch does not apply to the untouched repository: {exc.message}"] + problems
     solution = task.grader_path(task.grader.solution) if task.grader.solution is not None else None
     answer = distinctive_lines(solution.read_text(errors="replace")) if solution is not None and solution.is_file() else []
-    sandboxes = docker_sandboxes(client)
+    sandboxes = host.sandboxes
     problems += _image_leaks(sandboxes, image_id, held, answer)
     g = task.grader
     nodes = g.fail_to_pass + g.pass_to_pass
@@ -293,10 +293,10 @@ def check_task(task: Task, loaded: LoadedManifest, client, image_id: str, replic
     before = untouched_problems(task, runs)
     if before:
         return before + problems
-    return problems + _agents(task, loaded, client, image_id, replicates, folder, runs)
+    return problems + _agents(task, loaded, host, image_id, replicates, folder, runs)
 
 
-def _agents(task: Task, loaded: LoadedManifest, client, image_id: str, replicates: int, folder: Path,
+def _agents(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str, replicates: int, folder: Path,
             runs: list[TestRun]) -> list[str]:
     """The oracle accepted on every replicate, nop never; outcomes stable across identical runs."""
     g = task.grader
@@ -311,8 +311,8 @@ def _agents(task: Task, loaded: LoadedManifest, client, image_id: str, replicate
     specs.append(TrialSpec(f"{task.id}/nop/0", run_id, task, NopCandidate(name="nop", agent="nop"), 0, image_id,
                            m.environment, limits))
     for spec in specs:
-        result = run_trial(spec, loaded, client, paths)
-        verdicts[spec.trial_id] = (result["verdict"], paths.attempt(spec.trial_id, spec.attempt).grader_log)
+        result = run_trial(spec, loaded, host, paths)
+        verdicts[spec.trial_id] = (result.verdict.to_dict(), paths.attempt(spec.trial_id, spec.attempt).grader_log)
     for tid, (v, log_file) in verdicts.items():
         if "/oracle/" in tid and not v["accepted"]:
             failing = [c for c in v["criteria"] if c["critical"] and not c["passed"]]
@@ -399,6 +399,7 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
         for line in sharing(buildable, image_ids):
             say(line)
         env = loaded.manifest.environment
+        host = docker_host(client)  # the one place a check knows its sandboxes are Docker's
         admission = Admission.for_manifest(loaded.manifest)
         admission = Admission(admission.cpus, admission.memory_mb, min(env.cpu_reservation, GraderLimits.cpu_reservation),
                               env.memory_reservation_mb, admission.cap)
@@ -408,7 +409,7 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                 start = time.monotonic()
                 image_id = image_ids[task.image_key]
                 try:
-                    problems = check_task(task, loaded, client, image_id, replicates, Path(tmp) / task.id)
+                    problems = check_task(task, loaded, host, image_id, replicates, Path(tmp) / task.id)
                 except GraderInfraError as exc:  # a TrialboxError too: the more specific account first
                     problems = [f"the grader could not run on this task ({exc.kind}): {exc.detail[-500:]}"]
                 except TrialboxError as exc:

@@ -4,7 +4,7 @@ A backend starts trials it admits, reports each as it finishes, and stops
 everything on an interrupt. The run loop (``job._run_queue``) owns everything
 that shapes results (plan order, the cost cap, infrastructure retries,
 recording in the store) so that results do not depend on the backend. A
-backend returns, for each finished trial, the result document with the trial's
+backend returns, for each finished trial, its ``TrialResult`` with the trial's
 artifacts already in the run folder, or the exception that ended it.
 """
 
@@ -19,10 +19,11 @@ from typing import Any, Protocol
 import docker
 
 from ..engine import RUN_LABEL
+from ..result import TrialResult
 from ..settings import load_settings
 from ..trial import TrialSpec
 
-Finished = tuple[TrialSpec, dict[str, Any] | BaseException]
+Finished = tuple[TrialSpec, TrialResult | BaseException]
 
 
 class Backend(Protocol):

@@ -12,7 +12,7 @@ import docker
 
 from ..grading.runner import GraderLimits
 from ..manifest import LoadedManifest
-from ..nodes import node_info
+from ..sandbox.docker import docker_host
 from ..store import RunPaths
 from ..trial import TrialSpec, run_trial
 from .base import Admission, Finished, remove_run_containers
@@ -28,7 +28,8 @@ class LocalBackend:
         self.admission, self.slots = admission, admission.slots
         self.loaded, self.client, self.paths, self.judge = loaded, client, paths, judge
         self.cancel = threading.Event()
-        self.node = node_info(client)
+        self.host = docker_host(client)
+        self.node = self.host.node
         self.pool = ThreadPoolExecutor(max_workers=max(1, self.slots), thread_name_prefix="trial")
         self.futures: dict[Future, TrialSpec] = {}
 
@@ -40,9 +41,9 @@ class LocalBackend:
         return queue.popleft() if queue and len(self.futures) < self.slots else None
 
     def submit(self, spec: TrialSpec) -> None:
-        self.futures[self.pool.submit(run_trial, spec, self.loaded, self.client, self.paths,
-                                      GraderLimits.for_environment(spec.environment), self.judge, self.cancel,
-                                      None, self.node)] = spec
+        self.futures[self.pool.submit(run_trial, spec, self.loaded, self.host, self.paths,
+                                      GraderLimits.for_environment(spec.environment), self.judge,
+                                      self.cancel)] = spec
 
     @property
     def running(self) -> int:

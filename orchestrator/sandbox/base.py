@@ -191,6 +191,18 @@ class Sandbox(abc.ABC):
 
 
 SandboxFactory = Callable[[SandboxSpec], Sandbox]
+"""Makes a sandbox from its spec (not started); agents, grading and ``tasks check`` receive one of these."""
+
+
+@dataclass(frozen=True)
+class SandboxHost:
+    """Where a trial's containers run, as the trial sees it: the factory of its sandboxes, the machine's
+    description recorded with its result, and a probe of the engine (its latency is one of the trial's
+    recorded conditions; raises ``SandboxError`` when the engine does not answer)."""
+
+    sandboxes: SandboxFactory
+    node: dict[str, Any]
+    ping: Callable[[], object]
 """Makes a sandbox (not started) from its spec: what agents, grading and ``tasks check`` are given."""
 
 

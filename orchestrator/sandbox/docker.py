@@ -39,7 +39,7 @@ from ..engine import MANAGED_LABEL, LABEL_PREFIX, docker_errors
 from ..errors import ImageNotFound, OutputLost, RuntimeUnavailable, SandboxBroken, SandboxError
 from ..log import get_logger
 from ..settings import load_settings
-from .base import READ_ATTEMPTS, ExecResult, Sandbox, SandboxFactory, SandboxInfo, SandboxSpec
+from .base import READ_ATTEMPTS, ExecResult, Sandbox, SandboxFactory, SandboxHost, SandboxInfo, SandboxSpec
 from .disks import LoopDisk, create_disk, destroy_disk
 from .meter import Meter, Usage
 
@@ -598,3 +598,11 @@ class _Capture:
 def docker_sandboxes(client: docker.DockerClient) -> SandboxFactory:
     """The factory of sandboxes on ``client``'s engine, for code that must not know which engine it is."""
     return lambda spec: DockerSandbox(spec, client)
+
+
+def docker_host(client: docker.DockerClient, node: dict[str, Any] | None = None) -> SandboxHost:
+    """The trial's view of ``client``'s engine: its sandboxes, this machine (``node`` when the caller already
+    described it) and the engine's ping."""
+    from ..nodes import node_info
+
+    return SandboxHost(docker_sandboxes(client), node or node_info(client), client.ping)

@@ -17,6 +17,7 @@ from orchestrator.manifest import ScriptCandidate, load_manifest
 from orchestrator.store import RunPaths
 from orchestrator.tasks import load_tasks
 from orchestrator.trial import TrialSpec, run_trial
+from orchestrator.sandbox.docker import docker_host
 
 FIX = [
     {"edit_file": {"path": "textkit/slug.py", "old": "import re\n", "new": "import re\nimport unicodedata\n"}},
@@ -50,7 +51,7 @@ def trial(setup, client, tmp_path, steps, task_id="textkit-slug-unicode", networ
     spec = TrialSpec(f"{task_id}/attacker/{uuid.uuid4().hex[:6]}", "threats", tasks[task_id], cand, 0, image_id, env,
                      BudgetLimits(deadline_seconds=120))
     paths = RunPaths(tmp_path / "run")
-    result = run_trial(spec, loaded, client, paths)
+    result = run_trial(spec, loaded, docker_host(client), paths).to_dict()  # the stored document
     return result["verdict"], result, paths.trial(spec.trial_id, 1)
 
 

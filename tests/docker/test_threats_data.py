@@ -22,6 +22,8 @@ from orchestrator.settings import load_settings
 from orchestrator.show import show_trial
 from orchestrator.store import RunPaths, Store
 from orchestrator.trial import TrialSpec, run_trial
+from orchestrator.result import TrialResult
+from orchestrator.sandbox.docker import docker_host
 from tests.docker.test_threats import FIX, SUBMIT, criteria, setup  # noqa: F401  (setup is a fixture)
 
 TOKEN = "$TRIALBOX_DEPLOY_TOKEN"
@@ -37,7 +39,7 @@ def trial(setup, client, tmp_path, steps, deadline=120.0):  # noqa: F811
     spec = TrialSpec(f"textkit-slug-unicode/attacker/{uuid.uuid4().hex[:6]}", "threats", tasks["textkit-slug-unicode"],
                      cand, 0, image_id, loaded.manifest.environment, BudgetLimits(deadline_seconds=deadline))
     paths = RunPaths(tmp_path / f"run-{uuid.uuid4().hex[:6]}")
-    result = run_trial(spec, loaded, client, paths)
+    result = run_trial(spec, loaded, docker_host(client), paths).to_dict()  # the stored document
     return result["verdict"], result, paths, spec.trial_id
 
 
@@ -50,8 +52,8 @@ def stored(paths: RunPaths, result: dict) -> dict:
     folder = paths.trial(result["id"], result["attempt"])
     store = Store(paths)
     try:
-        store.record(json.loads((folder / "verdict.json").read_text()), read_events(folder / "events.jsonl"))
-        return store.trial(result["id"])
+        store.record(TrialResult.from_dict(json.loads((folder / "verdict.json").read_text())), read_events(folder / "events.jsonl"))
+        return store.trial(result["id"]).to_dict()
     finally:
         store.close()
 

@@ -9,6 +9,7 @@ import pytest
 from orchestrator.manifest import Manifest
 from orchestrator.report import GATE, build_report
 from orchestrator.store import RunPaths, Store
+from orchestrator.result import TrialResult
 
 TASKS = [f"t{i:02d}" for i in range(30)]
 
@@ -51,7 +52,7 @@ def write_run(tmp_path, p_base, p_new, cost_new=0.1, blocking_fail=False, finish
                              "verdict": {"outcome": outcome, "kind": "sandbox" if outcome == "infra_error" else None,
                                          "accepted": ok, "reasons": [], "criteria": crit, "grader_version": "g"}})
     for row in rows[: finished if finished is not None else len(rows)]:
-        store.record(row, [])
+        store.record(TrialResult.from_dict(row), [])
     store.close()
     return paths
 
@@ -124,9 +125,9 @@ def test_exclusions_have_both_denominators_and_infra_errors_show(tmp_path):
     assert new["acceptance_rate_pooled"] == pytest.approx(new["n_accepted"] / 80)
     assert new["acceptance_rate_pooled_all_trials"] == pytest.approx(new["n_accepted"] / 90)
     per_task = {}  # the headline rate is per task, then the mean, like every other figure
-    for r in [r for r in Store(RunPaths(tmp_path / "run")).trials() if r["candidate"] == "new"]:
-        if r["verdict"]["outcome"] != "infra_error":
-            per_task.setdefault(r["task"], []).append(r["verdict"]["accepted"])
+    for r in [r for r in Store(RunPaths(tmp_path / "run")).trials() if r.candidate == "new"]:
+        if r.outcome.value != "infra_error":
+            per_task.setdefault(r.task, []).append(r.accepted)
     assert new["acceptance_rate"] == pytest.approx(sum(sum(v) / len(v) for v in per_task.values()) / len(per_task))
     assert new["acceptance_rate"] != pytest.approx(new["acceptance_rate_pooled"])
     cost = new["cost_per_accepted_usd"]

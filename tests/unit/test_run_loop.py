@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import deque
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ import pytest
 from orchestrator.grading.verdict import infra_verdict
 from orchestrator.job import _run_queue, _resumed, _retry_of, charged
 from orchestrator.report import _nodes
+from orchestrator.result import TrialResult
 from orchestrator.store import RunPaths, Store
 from orchestrator.trial import TrialSpec
 
@@ -26,25 +28,27 @@ def spec(i: int, block: int = 0) -> TrialSpec:
     return TrialSpec(f"t/a/{i}", "run", Named(), Named(), i, "sha256:x", None, None, block=block)
 
 
-def accepted(s: TrialSpec, cost: float = 0.5, node: str = "n1") -> dict:
+def accepted(s: TrialSpec, cost: float = 0.5, node: str = "n1") -> TrialResult:
     r = {"id": s.trial_id, "task": "t", "candidate": "a", "replicate": s.replicate, "attempt": s.attempt,
          "retries": s.retries, "block": s.block, "node": {"name": node}, "attempt_cost_usd": cost,
-         "cost_usd": cost + s.prior_cost_usd, "duration_s": 1.0, "previous_attempts": list(s.previous_attempts),
+         "cost_usd": cost + s.prior_cost_usd, "duration_s": 1.0,
+         "previous_attempts": [a.to_dict() for a in s.previous_attempts],
          "verdict": {"outcome": "accepted", "kind": None, "accepted": True, "reasons": [], "criteria": [],
                      "grader_version": "t"}}
-    unknown = sum(a["cost_usd"] is None for a in s.previous_attempts)
+    unknown = sum(a.cost_usd is None for a in s.previous_attempts)
     if unknown:
         r["attempts_with_unknown_cost"] = unknown
-    return r
+    return TrialResult.from_dict(r)
 
 
-def lost(s: TrialSpec, node: str = "n2") -> dict:
-    unknown = sum(a["cost_usd"] is None for a in s.previous_attempts) + 1
-    return {"id": s.trial_id, "task": "t", "candidate": "a", "replicate": s.replicate, "attempt": s.attempt,
+def lost(s: TrialSpec, node: str = "n2") -> TrialResult:
+    unknown = sum(a.cost_usd is None for a in s.previous_attempts) + 1
+    return TrialResult.from_dict({"id": s.trial_id, "task": "t", "candidate": "a", "replicate": s.replicate, "attempt": s.attempt,
             "retries": s.retries, "block": s.block, "node": {"name": node}, "attempt_cost_usd": None,
-            "cost_usd": s.prior_cost_usd, "duration_s": None, "previous_attempts": list(s.previous_attempts),
+            "cost_usd": s.prior_cost_usd, "duration_s": None,
+            "previous_attempts": [a.to_dict() for a in s.previous_attempts],
             "cost_is_lower_bound": True, "attempts_with_unknown_cost": unknown,
-            "verdict": infra_verdict("node_lost", "node lost").to_dict()}
+            "verdict": infra_verdict("node_lost", "node lost").to_dict()})
 
 
 class Scripted:
@@ -106,12 +110,13 @@ def test_a_lost_attempt_is_retried_once_and_its_unknown_spend_is_kept(store):
     paths, st = store
     backend = Scripted(lambda s: lost(s) if s.attempt == 1 and s.replicate == 0 else accepted(s))
     _run_queue(deque([spec(0), spec(1)]), 2, 0, None, 0.0, st, backend, paths, lambda _: None, 1.0)
-    rows = {r["id"]: r for r in st.trials()}
+    results = {r.id: r for r in st.trials()}
+    rows = {k: r.to_dict() for k, r in results.items()}  # the stored documents
     assert backend.submitted.count(("t/a/0", 1)) == 1 and backend.submitted.count(("t/a/0", 2)) == 1
     assert len(rows) == 2 and rows["t/a/0"]["retries"] == 1
     assert rows["t/a/0"]["previous_attempts"][0]["kind"] == "node_lost"
     assert rows["t/a/0"]["attempts_with_unknown_cost"] == 1
-    nodes = _nodes(list(rows.values()), ["a"], 1.0)
+    nodes = _nodes(list(results.values()), ["a"], 1.0)
     assert nodes["lost_attempts"] == 1 and nodes["attempts_with_unknown_cost"] == 1
     assert nodes["unknown_cost_at_most_usd"] == 1.0
 
@@ -119,10 +124,11 @@ def test_a_lost_attempt_is_retried_once_and_its_unknown_spend_is_kept(store):
 def test_a_trial_lost_twice_is_recorded_with_both_losses(store):
     paths, st = store
     _run_queue(deque([spec(0)]), 1, 0, None, 0.0, st, Scripted(lost), paths, lambda _: None, 1.0)
-    [row] = st.trials()
+    [result] = st.trials()
+    row = result.to_dict()
     assert row["attempt"] == 2 and row["verdict"]["kind"] == "node_lost"
     assert row["attempts_with_unknown_cost"] == 2 and row["cost_is_lower_bound"] is True
-    nodes = _nodes([row], ["a"], 1.0)
+    nodes = _nodes([result], ["a"], 1.0)
     assert nodes["lost_attempts"] == 2 and nodes["attempts_with_unknown_cost"] == 2
 
 
@@ -140,7 +146,7 @@ def test_lost_spend_counts_against_the_cost_cap_at_the_per_trial_maximum(store):
     stopped, left = _run_queue(deque([spec(0), spec(1), spec(2)]), 3, 0, 1.5, 0.0, st, backend, paths,
                              lambda _: None, 1.0)
     # each recorded trial carries one lost attempt, charged at max_cost_usd (1.0): the cap (1.5) stops after two
-    assert stopped and [r["id"] for r in st.trials()] == ["t/a/0", "t/a/1"]
+    assert stopped and [r.id for r in st.trials()] == ["t/a/0", "t/a/1"]
     assert charged(st.trials()[0], 1.0) == 1.0
 
 
@@ -148,7 +154,7 @@ def test_a_result_that_names_another_trial_is_a_harness_failure(store):
     paths, st = store
     _run_queue(deque([spec(0)]), 1, 0, None, 0.0, st, Scripted(lambda s: accepted(spec(9))), paths,
              lambda _: None, 1.0)
-    [row] = st.trials()
+    [row] = [r.to_dict() for r in st.trials()]
     assert row["id"] == "t/a/0" and row["verdict"]["kind"] == "harness" and row["attempt"] == 2
 
 
@@ -157,21 +163,21 @@ def test_resume_turns_a_recorded_infrastructure_failure_into_its_retry(tmp_path)
     s = spec(0)
     folder = paths.trial(s.trial_id, 1)
     folder.mkdir(parents=True)
-    (folder / "verdict.json").write_text(json.dumps(lost(s)))
+    (folder / "verdict.json").write_text(json.dumps(lost(s).to_dict()))
     assert _resumed(s, paths).attempt == 1  # an infrastructure record alone (say, left by Ctrl-C) owes nothing
-    paths.attempt(s.trial_id, 1).retry_owed.write_text(json.dumps(lost(s)))
+    paths.attempt(s.trial_id, 1).retry_owed.write_text(json.dumps(lost(s).to_dict()))
     again = _resumed(s, paths)
     assert again.attempt == 2 and again.retries == 1
-    assert again.previous_attempts[0]["kind"] == "node_lost" and again.previous_attempts[0]["cost_usd"] is None
+    assert again.previous_attempts[0].kind == "node_lost" and again.previous_attempts[0].cost_usd is None
     assert _resumed(spec(1), paths).attempt == 1  # nothing recorded for it: a fresh first attempt
-    paths.attempt(s.trial_id, 1).retry_owed.write_text(json.dumps(accepted(s)))
+    paths.attempt(s.trial_id, 1).retry_owed.write_text(json.dumps(accepted(s).to_dict()))
     assert _resumed(s, paths).attempt == 1
 
 
 def test_one_node_name_on_two_machines_is_reported(tmp_path):
     rows = [accepted(spec(0)), accepted(spec(1))]
-    rows[0]["node"] = {"name": "n1", "cpus": 2, "cpu_model": "x"}
-    rows[1]["node"] = {"name": "n1", "cpus": 64, "cpu_model": "y"}
+    rows[0] = dataclasses.replace(rows[0], node={"name": "n1", "cpus": 2, "cpu_model": "x"})
+    rows[1] = dataclasses.replace(rows[1], node={"name": "n1", "cpus": 64, "cpu_model": "y"})
     assert _nodes(rows, ["a"], 1.0)["names_covering_several_machines"] == ["n1"]
 
 
@@ -199,11 +205,11 @@ def test_the_retry_owed_marker_is_written_when_a_retry_is_queued(store):
 
 
 def test_a_record_from_before_attempt_costs_keeps_its_cost():
-    old = accepted(spec(0), cost=0.42)
+    old = accepted(spec(0), cost=0.42).to_dict()
     del old["attempt_cost_usd"]
     old["verdict"] = infra_verdict("sandbox", "x").to_dict()
-    again = _retry_of(spec(0), old)
-    assert again.prior_cost_usd == 0.42 and again.previous_attempts[0]["cost_usd"] == 0.42
+    again = _retry_of(spec(0), TrialResult.from_dict(old))
+    assert again.prior_cost_usd == 0.42 and again.previous_attempts[0].cost_usd == 0.42
 
 
 def test_a_harness_failure_carries_its_node_so_no_block_looks_split(store):
@@ -211,6 +217,7 @@ def test_a_harness_failure_carries_its_node_so_no_block_looks_split(store):
     backend = Scripted(lambda s: RuntimeError("boom"))
     backend.node_for = lambda s: {"name": "n1"}
     _run_queue(deque([spec(0)]), 1, 0, None, 0.0, st, backend, paths, lambda _: None, 1.0)
-    [row] = st.trials()
+    [result] = st.trials()
+    row = result.to_dict()
     assert row["node"] == {"name": "n1"} and row["attempt"] == 2
-    assert _nodes([row, accepted(spec(1))], ["a"], 1.0)["split_blocks"] == []
+    assert _nodes([result, accepted(spec(1))], ["a"], 1.0)["split_blocks"] == []

@@ -18,6 +18,7 @@ from orchestrator.summary import terminal
 from orchestrator.show import show_trial
 from orchestrator.store import RunPaths, Store
 from orchestrator.textsafe import html_text, printable, printable_lines
+from orchestrator.result import TrialResult
 
 FORGE = "\x1b[2J\x1b[Htrial x: ACCEPTED\n"
 NASTY = [FORGE, "ok\rACCEPTED", "\x9b2J", "abc\u202edcba", "zero\u200bwidth", "tab\tbed", "line\u2028sep",
@@ -82,14 +83,14 @@ def _write_trial(tmp_path, inject: bool) -> tuple[RunPaths, str]:
     anchor = log.close()
     evidence = {"stdout": bad("collected 2 items\r"), "files": [bad("a.py")]}
     result = {"id": trial_id, "task": "t1", "candidate": "a", "replicate": 0, "attempt": 1, "retries": 0,
-              "stop_reason": "timeout", "stop_detail": bad("the command\r ran too long: "),
+              "stop_reason": "deadline", "stop_detail": bad("the command\r ran too long: "),
               "summary": bad("all fixed \x9b2J in \udcff\ud800"), "cost_usd": 0.001, "duration_s": 3.0, "events_anchor": anchor,
               "verdict": {"outcome": "rejected", "kind": None, "accepted": False,
                           "reasons": [bad("tests_fail")], "grader_version": "g1", "partial": {bad("p"): 0.5},
                           "criteria": [{"name": bad("tests"), "critical": True, "passed": False, "evidence": evidence},
                                        {"name": "scope", "critical": False, "passed": True,
                                         "evidence": {"note": bad("fine\u200b")}}]}}
-    store.record(result, [])
+    store.record(TrialResult.from_dict(result), [])
     store.close()
     return paths, trial_id
 
@@ -107,7 +108,10 @@ def test_show_escapes_everything_the_agent_wrote(tmp_path):
     assert sum(line.startswith("trial ") for line in lines) == 1
     assert "intact" in out
     assert "\\x1b[2J\\x1b[Htrial x: ACCEPTED\\n" in out  # shown, visibly escaped, not dropped
-    assert "\\u202e" in out and "\\x9b2J" in out and "\\udcff\\ud800" in out  # the summary is shown as its repr
+    assert "\\u202e" in out and "\\x9b2J" in out
+    # the summary is shown as its repr, made recordable first (the record stage does it to every result): the
+    # surrogate-escaped byte as the byte it stands for, the lone surrogate as its code
+    assert "\\\\xff\\\\ud800" in out
 
 
 def test_show_keeps_ordinary_text(tmp_path):
@@ -137,11 +141,11 @@ def evil_report(tmp_path):
     tasks = ["t1", EVIL]
     for t in tasks:
         for cand in ("base", "new"):
-            store.record({"id": f"{t}/{cand}/0", "task": t, "candidate": cand, "replicate": 0, "attempt": 1,
+            store.record(TrialResult.from_dict({"id": f"{t}/{cand}/0", "task": t, "candidate": cand, "replicate": 0, "attempt": 1,
                           "retries": 0, "cost_usd": 0.1, "duration_s": 1.0,
                           "node": {"name": EVIL, "cpus": EVIL},
                           "verdict": {"outcome": "rejected", "kind": None, "accepted": cand == "new",
-                                      "reasons": [EVIL], "criteria": [], "grader_version": "g"}}, [])
+                                      "reasons": [EVIL], "criteria": [], "grader_version": "g"}}), [])
     store.close()
     report = build_report(paths, m, {t: "easy" for t in tasks}, {t: t for t in tasks}, 4)
     # names the manifest would refuse, as a forged or future report could carry them
@@ -264,8 +268,10 @@ def test_progress_line_is_one_line(tmp_path):
         trial_id = "t1/a/0"
 
     said: list[str] = []
-    result = {"duration_s": 1.0, "cost_usd": 0.0, "node": {"name": "n\x1b[2J"},
-              "verdict": {"outcome": "rejected", "kind": None, "reasons": [FORGE, "scope\r"]}}
+    result = TrialResult.from_dict({
+        "id": "t1/a/0", "task": "t1", "candidate": "a", "replicate": 0, "attempt": 1, "duration_s": 1.0,
+        "cost_usd": 0.0, "node": {"name": "n\x1b[2J"},
+        "verdict": {"outcome": "rejected", "kind": None, "accepted": False, "reasons": [FORGE, "scope\r"]}})
     _progress(said.append, 1, 2, 0, 0, 0.0, 0.0, Spec(), result, show_node=True)
     assert len(said) == 1 and "\n" not in said[0] and not controls(said[0])
     assert said[0].startswith("[1/2] t1/a/0") and "rejected on n\\x1b[2J" in said[0]

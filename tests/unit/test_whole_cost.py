@@ -20,7 +20,16 @@ from orchestrator.summary import terminal
 from orchestrator.sandbox.meter import Usage, cgroup_files
 from orchestrator.stats import fieller_set, in_fieller_set, share_interval
 from orchestrator.store import RunPaths, Store
+from orchestrator.result import TrialResult
 
+
+IDENTITY = {"id": "t/a/0", "task": "t", "candidate": "a", "replicate": 0, "attempt": 1,
+            "verdict": {"outcome": "accepted", "kind": None, "accepted": True, "reasons": [], "criteria": []}}
+
+
+def priced(fields, costs):
+    """The whole cost of a result made of ``fields`` (its identity and verdict filled in)."""
+    return trial_cost(TrialResult.from_dict({**IDENTITY, **fields}), costs)
 
 def usage(cpu_s=0.0, mem=0.0, wall=10.0, tools=None, grader_cpu=0.0, grader_mem=0.0, source="cgroup"):
     unmeasured = source == "unmeasured"
@@ -37,7 +46,7 @@ PRICES = CostsConfig(version="infra-test", cpu_hour_usd=3.6, memory_gib_hour_usd
 def test_every_kind_is_priced_from_what_the_trial_used():
     result = {"cost_usd": 0.5, "interventions": 3,
               "usage": usage(cpu_s=1000.0, mem=3600.0, grader_cpu=800.0, grader_mem=1800.0, tools={"bash": 7, "read_file": 4})}
-    c = trial_cost(result, PRICES)
+    c = priced(result, PRICES)
     assert c.by_kind["model"] == 0.5
     assert c.by_kind["cpu"] == pytest.approx(1800 / 3600 * 3.6)          # sandbox and grader CPU-seconds
     assert c.by_kind["memory"] == pytest.approx(5400 / 3600 * 0.36)      # GiB-seconds of both containers
@@ -48,7 +57,7 @@ def test_every_kind_is_priced_from_what_the_trial_used():
 
 def test_the_reserved_basis_prices_what_was_held_not_what_was_used():
     result = {"cost_usd": 0.0, "usage": usage(cpu_s=1.0, mem=1.0, wall=3600.0)}
-    c = trial_cost(result, CostsConfig(version="v", cpu_hour_usd=1.0, memory_gib_hour_usd=1.0, basis="reserved"))
+    c = priced(result, CostsConfig(version="v", cpu_hour_usd=1.0, memory_gib_hour_usd=1.0, basis="reserved"))
     assert c.cpu_hours == pytest.approx(0.5 + 1.0)          # 0.5 CPU reserved by the sandbox, 1.0 by the grader
     assert c.memory_gib_hours == pytest.approx(0.25 + 0.5)
     assert c.by_kind["cpu"] == pytest.approx(1.5) and c.by_kind["memory"] == pytest.approx(0.75)
@@ -56,7 +65,7 @@ def test_the_reserved_basis_prices_what_was_held_not_what_was_used():
 
 def test_a_price_left_undeclared_is_a_zero_that_is_named():
     result = {"cost_usd": 0.2, "interventions": 2, "usage": usage(cpu_s=360.0, mem=720.0)}
-    c = trial_cost(result, CostsConfig())
+    c = priced(result, CostsConfig())
     assert c.total == pytest.approx(0.2)
     assert set(c.unpriced) == {"cpu_hours", "memory_gib_hours", "interventions"}
     assert c.unpriced["cpu_hours"] == pytest.approx(0.1)
@@ -65,7 +74,7 @@ def test_a_price_left_undeclared_is_a_zero_that_is_named():
         assert field in sentence
     assert "costs.minutes_per_intervention and costs.human_hour_usd not declared" in unpriced_warning(
         "cand", c.unpriced, CostsConfig())  # an intervention needs both to be priced: both are named
-    minutes_only = trial_cost(result, CostsConfig(version="v", minutes_per_intervention=5.0))
+    minutes_only = priced(result, CostsConfig(version="v", minutes_per_intervention=5.0))
     assert minutes_only.human_minutes == 10.0 and minutes_only.unpriced["human_minutes"] == 10.0
     assert "costs.human_hour_usd" in unpriced_warning("cand", minutes_only.unpriced)
 
@@ -74,11 +83,11 @@ def test_retried_attempts_count_and_lost_usage_is_named():
     first = usage(cpu_s=3600.0, mem=0.0)
     result = {"cost_usd": 0.3, "usage": usage(cpu_s=3600.0), "interventions": 1,
               "previous_attempts": [{"attempt": 1, "usage": first, "interventions": 1}, {"attempt": 2, "usage": None}]}
-    c = trial_cost(result, PRICES)
+    c = priced(result, PRICES)
     assert c.cpu_hours == pytest.approx(2.0)                 # both measured attempts
     assert c.interventions == 2 and c.unmeasured == 1        # the attempt lost with its node is named
     blind = {"cost_usd": 0.0, "usage": usage(source="unmeasured")}
-    assert trial_cost(blind, PRICES).unmeasured == 1
+    assert priced(blind, PRICES).unmeasured == 1
 
 
 def test_usage_adds_up_and_an_unknown_span_is_counted_not_spread():
@@ -88,9 +97,9 @@ def test_usage_adds_up_and_an_unknown_span_is_counted_not_spread():
     assert (a + a).cpu_s == 4.0 and Usage.from_dict((a + a).to_dict()) == a + a
     # a measured grader run beside an unmeasured baseline check: the measured 600 CPU-s still count
     grader = (Usage(60.0, 600.0, 60.0, 30.0, 15.0, "cgroup", 1, 240) + b).to_dict()
-    c = trial_cost({"cost_usd": 0.0, "usage": {"sandbox": {}, "grader": grader, "tool_calls": {}}}, PRICES)
+    c = priced({"cost_usd": 0.0, "usage": {"sandbox": {}, "grader": grader, "tool_calls": {}}}, PRICES)
     assert c.cpu_hours == pytest.approx(600 / 3600) and c.unmeasured == 1
-    reserved = trial_cost({"cost_usd": 0.0, "usage": {"sandbox": {}, "grader": grader, "tool_calls": {}}},
+    reserved = priced({"cost_usd": 0.0, "usage": {"sandbox": {}, "grader": grader, "tool_calls": {}}},
                           CostsConfig(version="v", cpu_hour_usd=1.0, basis="reserved"))
     assert reserved.unmeasured == 0 and reserved.cpu_hours == pytest.approx(31.0 / 3600)  # reservations are known
 
@@ -153,11 +162,11 @@ def run_with_ablation(tmp_path, costs: dict, rates=(0.2, 0.8, 0.5)) -> tuple[dic
         for cand, p in zip(("base", "full", "no-memory"), rates):
             for r in range(4):
                 ok = rng.random() < p + skill - 0.2
-                store.record({"id": f"{t}/{cand}/{r}", "task": t, "candidate": cand, "replicate": r, "attempt": 1,
+                store.record(TrialResult.from_dict({"id": f"{t}/{cand}/{r}", "task": t, "candidate": cand, "replicate": r, "attempt": 1,
                               "retries": 0, "cost_usd": 0.05, "duration_s": 5.0, "interventions": int(cand == "full"),
                               "usage": usage(cpu_s=36.0, mem=72.0, tools={"bash": 5}),
                               "verdict": {"outcome": "accepted" if ok else "rejected", "kind": None, "accepted": ok,
-                                          "reasons": [], "criteria": [], "grader_version": "g"}}, [])
+                                          "reasons": [], "criteria": [], "grader_version": "g"}}), [])
     store.close()
     return build_report(paths, m, {}, {t: t for t in TASKS}, len(TASKS) * 12), m
 

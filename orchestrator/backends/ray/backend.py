@@ -30,6 +30,7 @@ from ...manifest import LoadedManifest
 from ...store import RunPaths
 from ...tasks import Task
 from ...textsafe import printable
+from ...result import TrialResult
 from ...trial import TrialSpec, ended_attempt
 from ..base import Finished
 from .bundle import bundle_paths, make_bundle
@@ -185,11 +186,11 @@ class RayBackend:
             self._unpack(spec, out["artifacts"])
         except (OSError, tarfile.TarError) as exc:  # the node's account of the spend is all there is
             return spec, NodeError(f"the trial's folder did not arrive whole: {exc}",
-                                   spend=None if "error" in out else out["result"].get("attempt_cost_usd"))
+                                   spend=None if "error" in out else out["result"].cost.attempt_usd)
         if "error" in out:
             log.error("trial failed on its node", trial=spec.trial_id, node=name, traceback=out["traceback"])
             return spec, NodeError(out["error"])  # its events came back: the spend is read from them
-        ran_on = (out["result"].get("node") or {}).get("name")
+        ran_on = out["result"].node_name
         if ran_on and ran_on != name:  # a soft-placed retry Ray had to run elsewhere
             self.say(f"block {spec.block} continues on node {printable(ran_on)} instead of {name}: it counts as split")
             self.block_node[spec.block] = ran_on
@@ -204,7 +205,7 @@ class RayBackend:
             with tarfile.open(fileobj=io.BytesIO(data)) as tar:
                 tar.extractall(folder, filter="data")
 
-    def _lost(self, spec: TrialSpec, name: str, node_id: str, exc: BaseException) -> dict[str, Any]:
+    def _lost(self, spec: TrialSpec, name: str, node_id: str, exc: BaseException) -> TrialResult:
         """The record of an attempt that died with its node or worker (written by the driver)."""
         # a node's death arrives as NodeDiedError once Ray's health checks notice it; a worker that died
         # alone (killed, out of memory) as WorkerCrashedError with its node still alive
@@ -237,7 +238,7 @@ class RayBackend:
             for ref in stuck:
                 self.refs.pop(ref, None)
         self.clean()
-        return [f for f in finished if isinstance(f[1], dict)]
+        return [f for f in finished if isinstance(f[1], TrialResult)]
 
     def clean(self) -> list[str]:
         """Remove the run's containers, and leftovers of dead processes, on every live node."""

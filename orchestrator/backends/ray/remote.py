@@ -63,11 +63,11 @@ def probe_node(image_ids: dict[str, str], harness: dict[str, str]) -> dict[str, 
 @ray.remote
 def node_trial(spec: TrialSpec, loaded: LoadedManifest, bundle_sha: str, bundle: list, judge,
                model_env: dict[str, str]) -> dict[str, Any]:
-    """Run one trial on this node's engine; returns its result and its folder as a tar."""
+    """Run one trial on this node's engine; returns its ``TrialResult`` (``result``) and its folder as a tar."""
     root = unpack_bundle(bundle_sha, bundle)
     here = LoadedManifest(path=rebase(loaded.path, root), manifest=loaded.manifest)
     spec = dataclasses.replace(spec, task=rebase_task(spec.task, root))
-    from ...sandbox.docker import owner_label
+    from ...sandbox.docker import docker_host, owner_label
 
     work = load_settings().state_dir / "ray" / "trials" / uuid.uuid4().hex
     work.mkdir(parents=True)
@@ -78,8 +78,8 @@ def node_trial(spec: TrialSpec, loaded: LoadedManifest, bundle_sha: str, bundle:
     folder = paths.trial(spec.trial_id, spec.attempt)
     client = connect()
     try:
-        result = run_trial(spec, here, client, paths, GraderLimits.for_environment(spec.environment), judge, None,
-                           env, node_info(client, node_id()))
+        result = run_trial(spec, here, docker_host(client, node_info(client, node_id())), paths,
+                           GraderLimits.for_environment(spec.environment), judge, None, env)
         return {"result": result, "artifacts": pack_folder(folder)}
     except Exception as exc:  # noqa: BLE001 - the driver records it; the events written so far come back with it
         return {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:],
