@@ -87,6 +87,8 @@ class SandboxInfo:
     host_config: dict[str, Any]
 
 
+CAPTURE_BYTES = 8 << 20
+"""How much of each of a command's streams is kept (its full size is counted beside)."""
 READ_ATTEMPTS = 4
 """How often a read whose output came back incomplete is tried again before ``OutputLost`` (the engine can
 lose a fast exec's output)."""

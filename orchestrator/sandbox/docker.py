@@ -39,11 +39,10 @@ from ..engine import MANAGED_LABEL, LABEL_PREFIX, docker_errors
 from ..errors import ImageNotFound, OutputLost, RuntimeUnavailable, SandboxBroken, SandboxError
 from ..log import get_logger
 from ..settings import load_settings
-from .base import READ_ATTEMPTS, ExecResult, Sandbox, SandboxFactory, SandboxHost, SandboxInfo, SandboxSpec
+from .base import CAPTURE_BYTES, READ_ATTEMPTS, ExecResult, Sandbox, SandboxFactory, SandboxHost, SandboxInfo, SandboxSpec
 from .disks import LoopDisk, create_disk, destroy_disk
 from .meter import Meter, Usage
 
-CAPTURE_BYTES = 8 << 20
 GVISOR_THREAD_HEADROOM = 512
 MARKER_VAR = "TRIALBOX_EXEC"
 log = get_logger("sandbox")

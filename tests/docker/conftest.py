@@ -19,6 +19,7 @@ from orchestrator.errors import EngineUnavailable
 from orchestrator.images import build_images
 from orchestrator.sandbox.base import SandboxSpec
 from orchestrator.sandbox.docker import DockerSandbox
+from orchestrator.sandbox.memory import MemorySandbox
 from orchestrator.settings import load_settings
 
 RUNTIMES = ["runc", "runsc"]
@@ -82,6 +83,19 @@ def make_sandbox(client, python_image):
 @pytest.fixture(params=RUNTIMES)
 def runtime(request) -> str:
     return request.param
+
+
+@pytest.fixture(params=["memory", *RUNTIMES])
+def contract_sandbox(request):
+    """A started sandbox of every implementation, for the contract's file and exec parts: the in-memory one
+    (no engine) and Docker's under each runtime."""
+    if request.param == "memory":
+        sb = MemorySandbox(SandboxSpec(image_id="memory", name=unique_name()))
+        sb.start()
+        yield sb
+        sb.remove()
+        return
+    yield request.getfixturevalue("make_sandbox")(runtime=request.param)
 
 
 def wait_until(predicate, timeout: float = 10.0, interval: float = 0.1) -> bool:

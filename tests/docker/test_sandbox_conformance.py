@@ -1,5 +1,7 @@
 """Conformance suite: every Sandbox implementation (runc and gVisor) against the real engine.
 
+The file and exec parts (``contract_sandbox``) run on the in-memory sandbox too, which has no engine.
+
 Limits are read back from the cgroup (inside the container under runc; on the
 host under gVisor, which exposes no cgroupfs inside). Isolation is checked
 against a positive control: the same probe that fails under ``none`` succeeds
@@ -8,15 +10,17 @@ on the default bridge.
 
 from __future__ import annotations
 
+import io
 import os
 import socket
+import tarfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import SandboxBroken
+from orchestrator.errors import SandboxBroken, SandboxError
 from orchestrator.sandbox.docker import CAPTURE_BYTES, GVISOR_THREAD_HEADROOM
 
 from .conftest import wait_until
@@ -185,8 +189,8 @@ def test_disk_fill_stops_at_the_limit(make_sandbox, runtime):
     assert tmp.exit_code != 0 and b"No space left on device" in tmp.stderr
 
 
-def test_timeout_kills_the_command_and_everything_it_started(make_sandbox, runtime):
-    sb = make_sandbox(runtime=runtime)
+def test_timeout_kills_the_command_and_everything_it_started(contract_sandbox):
+    sb = contract_sandbox
     t0 = time.monotonic()
     res = sb.exec(["bash", "-c", "sleep 301 & setsid sleep 302 & (nohup sleep 303 >/dev/null 2>&1 &); sleep 304"],
                   timeout=2)
@@ -195,8 +199,8 @@ def test_timeout_kills_the_command_and_everything_it_started(make_sandbox, runti
     assert sb.exec(["echo", "still usable"]).text() == "still usable\n"
 
 
-def test_failing_command_is_data_and_output_is_bounded(make_sandbox, runtime):
-    sb = make_sandbox(runtime=runtime)
+def test_failing_command_is_data_and_output_is_bounded(contract_sandbox):
+    sb = contract_sandbox
     res = sb.exec(["sh", "-c", "echo out; echo err >&2; exit 3"])
     assert (res.exit_code, res.stdout, res.stderr, res.timed_out) == (3, b"out\n", b"err\n", False)
     big = sb.exec(["python3", "-c", f"import sys; sys.stdout.write('x' * {CAPTURE_BYTES + 12345})"], timeout=60)
@@ -217,24 +221,26 @@ def test_oom_is_reported(make_sandbox, runtime):
         assert info.value.reason == "oom"
 
 
-def test_files_round_trip_and_survive_stop(make_sandbox, runtime):
-    sb = make_sandbox(runtime=runtime)
+def test_files_round_trip_and_survive_stop(contract_sandbox):
+    sb = contract_sandbox
     sb.write_file("/workspace/notes.txt", b"hello\n")
-    assert sb.exec(["cat", "/workspace/notes.txt"]).stdout == b"hello\n"
-    owner = sb.exec(["python3", "-c", "import os; print(os.stat('/workspace/notes.txt').st_uid)"])
+    assert sb.exec(["cat", "notes.txt"]).stdout == b"hello\n"  # commands run in the workspace
+    owner = sb.exec(["python3", "-c", "import os; print(os.stat('notes.txt').st_uid)"])
     assert owner.text().strip() == "1000"
+    assert sb.exec(["sh", "-c", "mkdir -p made && echo new > made/by-a-command && rm notes.txt"]).exit_code == 0
+    assert sb.read_file("/workspace/made/by-a-command") == b"new\n"  # what a command changed, the files show
+    with pytest.raises(SandboxError):
+        sb.read_file("/workspace/notes.txt")
+    sb.write_file("/workspace/notes.txt", b"hello\n")
     sb.stop()
     assert not sb.is_running()
     assert sb.read_file("/workspace/notes.txt") == b"hello\n"
+    names = tarfile.open(fileobj=io.BytesIO(b"".join(sb.copy_out("/workspace")))).getnames()
+    assert {"workspace/notes.txt", "workspace/made/by-a-command"} <= set(names)
 
 
-def test_files_outside_the_workspace_are_read_whole_or_not_at_all(make_sandbox, runtime):
-    """Reads through exec are checked against the file's length: output the engine lost is read again."""
-    from dataclasses import replace
-
-    from orchestrator.errors import OutputLost, SandboxError
-
-    sb = make_sandbox(runtime=runtime)
+def test_files_outside_the_workspace_are_read_whole_or_not_at_all(contract_sandbox):
+    sb = contract_sandbox
     data = bytes(range(256)) * 4000 + b"no newline at the end"
     sb.write_file("/tmp/blob", data)
     assert sb.read_file("/tmp/blob") == data
@@ -242,6 +248,20 @@ def test_files_outside_the_workspace_are_read_whole_or_not_at_all(make_sandbox, 
     assert sb.read_file("/tmp/empty") == b""
     with pytest.raises(SandboxError):
         sb.read_file("/tmp/absent")
+    with pytest.raises(ValueError):
+        sb.read_file("/tmp/blob", max_bytes=1000)
+
+
+def test_reads_through_exec_are_read_again_when_the_engine_lost_output(make_sandbox, runtime):
+    """Docker reads files outside the workspace through exec, checked against the file's length: output the
+    engine lost is read again, and a read that never comes back whole is ``OutputLost``."""
+    from dataclasses import replace
+
+    from orchestrator.errors import OutputLost
+
+    sb = make_sandbox(runtime=runtime)
+    data = bytes(range(256)) * 4000 + b"no newline at the end"
+    sb.write_file("/tmp/blob", data)
     real, calls = sb.exec, []
 
     def lossy(cmd, *args, **kw):  # the engine's race: the first answers come back empty or cut
