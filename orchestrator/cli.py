@@ -43,7 +43,7 @@ def _connect():
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from .manifest import parse_manifest
+    from .loading import parse_manifest
     from .tasks import collect_tasks
 
     status = 0
@@ -66,7 +66,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _load_all(path: Path):
-    from .manifest import load_manifest
+    from .loading import load_manifest
     from .tasks import load_tasks
 
     loaded = load_manifest(path)
@@ -207,7 +207,7 @@ def with_scripted_model(command):
 
 def _run_manifest(paths, override: str | None = None):
     """The manifest a run used, from where it was (its relative paths resolve there), or ``override``."""
-    from .manifest import load_manifest
+    from .loading import load_manifest
     from .tasks import load_tasks
 
     source = json.loads(paths.source.read_text())["manifest"] if paths.source.exists() else paths.manifest

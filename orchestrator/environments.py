@@ -35,7 +35,8 @@ from pathlib import Path
 from pydantic import Field
 
 from .errors import ValidationFailed
-from .manifest import Model, parse_model
+from .manifest import Model
+from .loading import parse_model
 
 WORKSPACE = "/workspace"
 VAR = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)

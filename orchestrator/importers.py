@@ -48,7 +48,8 @@ from pydantic import ValidationError
 from .environments import check_settings, parse_test_command
 from .errors import Problem, ValidationFailed
 from .grading.criteria import glob_regex
-from .manifest import Model, pydantic_problems
+from .manifest import Model
+from .loading import pydantic_problems
 from .store import slug
 
 DIFFICULTY = {"<15 min fix": "easy", "15 min - 1 hour": "medium", "1-4 hours": "hard", ">4 hours": "hard"}

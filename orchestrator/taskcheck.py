@@ -55,7 +55,8 @@ from .agents import BudgetLimits
 from .backends import Admission
 from .errors import GraderInfraError, ImageBuildError, TaskSetError, TestPatchError, TrialboxError
 from .grading.export import tree_from_tar
-from .grading.runner import TOOLS, GraderLimits, TestRun, compose, run_tests
+from .grading.compose import compose
+from .grading.runner import TOOLS, GraderLimits, TestRun, run_tests
 from .grading.trusted import trusted_tests
 from .hashing import combine, tree_sha256
 from .images import ImageRecord, build_recipe

@@ -22,7 +22,8 @@ from .environments import EnvironmentSettings, Runtime, check_settings, parse_te
 from .errors import ConfigError, Problem, RepoError, ValidationFailed
 from .images import Recipe, load_recipe, recipe_chain
 from .hashing import sha256_file
-from .manifest import LoadedManifest, Model, parse_model
+from .manifest import LoadedManifest, Model
+from .loading import parse_model
 from .settings import load_settings
 
 SHA1 = re.compile(r"^[0-9a-f]{40}$")

@@ -23,7 +23,8 @@ from .diff import Diff, compute_diff
 from .export import Tree
 from .judge import Judge
 from ..errors import GraderInfraError
-from .runner import GraderLimits, TestRun, compose, run_tests
+from .compose import compose
+from .runner import GraderLimits, TestRun, run_tests
 from .verdict import GRADER_VERSION, Verdict, decide, infra_verdict
 from ..sandbox.base import SandboxFactory
 from ..sandbox.meter import Usage

@@ -10,7 +10,8 @@ from orchestrator.agents import BudgetLimits, StopReason, make_agent
 from orchestrator.agents.scripted_server import ScriptedModelServer
 from orchestrator.agents.session import agent_session
 from orchestrator.events import read_events, verify_events
-from orchestrator.manifest import ClaudeCandidate, CommandCandidate, NopCandidate, OracleCandidate, ScriptCandidate, load_manifest
+from orchestrator.manifest import ClaudeCandidate, CommandCandidate, NopCandidate, OracleCandidate, ScriptCandidate
+from orchestrator.loading import load_manifest
 from orchestrator.sandbox.base import SandboxSpec
 from orchestrator.prepare import prepare
 from orchestrator.sandbox.docker import docker_sandboxes

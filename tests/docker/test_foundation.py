@@ -14,7 +14,7 @@ from tests.tracked import copy_tracked
 from orchestrator.engine import LABEL_PREFIX, MANAGED_LABEL
 from orchestrator.errors import ImageNotFound, RuntimeUnavailable, SandboxError
 from orchestrator.images import build_images
-from orchestrator.manifest import load_manifest
+from orchestrator.loading import load_manifest
 from orchestrator.repos import materialize
 from orchestrator.sandbox.base import SandboxSpec
 from orchestrator.sandbox.docker import DockerSandbox, owner_label

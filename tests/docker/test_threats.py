@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from orchestrator.agents import BudgetLimits
-from orchestrator.manifest import ScriptCandidate, load_manifest
+from orchestrator.manifest import ScriptCandidate
+from orchestrator.loading import load_manifest
 from orchestrator.store import RunPaths
 from orchestrator.tasks import load_tasks
 from orchestrator.trial import TrialSpec, run_trial

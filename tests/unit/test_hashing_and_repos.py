@@ -7,7 +7,7 @@ import subprocess
 import tarfile
 
 from orchestrator.hashing import tree_sha256
-from orchestrator.manifest import load_manifest
+from orchestrator.loading import load_manifest
 from orchestrator.repos import materialize
 from orchestrator.tasks import load_tasks
 

@@ -7,7 +7,8 @@ import copy
 import pytest
 
 from orchestrator.errors import ValidationFailed
-from orchestrator.manifest import Manifest, load_manifest, parse_manifest
+from orchestrator.manifest import Manifest
+from orchestrator.loading import load_manifest, parse_manifest
 
 from .conftest import MANIFEST
 

@@ -16,7 +16,8 @@ from orchestrator.agents.proxy import parse_sse
 from orchestrator.agents.scripted_server import ScriptedModelServer
 from orchestrator.errors import ConfigError
 from orchestrator.events import EventLog, read_events, verify_events
-from orchestrator.manifest import ClaudeCandidate, load_manifest
+from orchestrator.manifest import ClaudeCandidate
+from orchestrator.loading import load_manifest
 from orchestrator.tasks import load_tasks
 
 SUBMIT = {"content": [{"type": "tool_use", "name": "submit", "input": {"summary": "done"}}]}

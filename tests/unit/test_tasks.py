@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from orchestrator.manifest import load_manifest
+from orchestrator.loading import load_manifest
 from orchestrator.tasks import collect_tasks
 
 from .conftest import GRADER, TASK

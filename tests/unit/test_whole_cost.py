@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from orchestrator.costs import trial_cost, unpriced_warning
-from orchestrator.manifest import CostsConfig, Manifest, parse_manifest
+from orchestrator.manifest import CostsConfig, Manifest
+from orchestrator.loading import parse_manifest
 from orchestrator.report import build_report
 from orchestrator.summary import terminal
 from orchestrator.sandbox.meter import Usage, cgroup_files
