@@ -29,7 +29,7 @@ from .costs import trial_cost
 from .engine import RUN_LABEL
 from .errors import Cancelled, DriftError, LockError
 from .events import read_events
-from .grading.export import tree_from_tar
+from .grading.tree import tree_from_tar
 from .grading.grade import grade_trial
 from .grading.judge import calibrate, make_judge
 from .grading.runner import GraderLimits

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .canaries import Canaries, new_canaries
-from .grading.export import Tree, tree_from_tar
+from .grading.tree import Tree, tree_from_tar
 from .repos import materialize
 from .sandbox.base import SandboxSpec
 from .settings import load_settings

@@ -54,7 +54,7 @@ import docker
 from .agents import BudgetLimits
 from .backends import Admission
 from .errors import GraderInfraError, ImageBuildError, TaskSetError, TestPatchError, TrialboxError
-from .grading.export import tree_from_tar
+from .grading.tree import tree_from_tar
 from .grading.compose import compose
 from .grading.runner import TOOLS, GraderLimits, TestRun, run_tests
 from .grading.trusted import trusted_tests

@@ -26,7 +26,8 @@ from .agents.session import agent_session
 from .engine import ATTEMPT_LABEL, RUN_LABEL, TRIAL_LABEL
 from .errors import Cancelled, InstallFailed, SandboxError
 from .events import read_events
-from .grading.export import ExportLimits, export_workspace
+from .grading.export import export_workspace
+from .grading.tree import ExportLimits
 from .grading.grade import grade_trial
 from .grading.judge import Judge
 from .grading.runner import GraderLimits

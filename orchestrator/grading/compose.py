@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from ..tasks import Task
 from .diff import is_artifact
 from ..textsafe import path_bytes
-from .export import Tree, resolve
+from .tree import Tree, resolve
 from .trusted import config_copy, trusted_tests
 
 

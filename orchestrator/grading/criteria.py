@@ -18,7 +18,7 @@ from ..stops import StopReason
 from ..tasks import Task
 from .. import canaries as canary_scan
 from .diff import Diff, is_artifact
-from .export import Tree, leaves_workspace
+from .tree import Tree, leaves_workspace
 from .runner import TestRun
 
 PROTECTED_NAMES = {"conftest.py", "pytest.ini", "tox.ini", "sitecustomize.py", "usercustomize.py"}

@@ -27,218 +27,15 @@ Paths are ``str`` with surrogate escapes for bytes that are not UTF-8
 
 from __future__ import annotations
 
-import hashlib
 import io
-import json
 import posixpath
-import tarfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 from ..errors import OutputLost, SandboxError
 from ..sandbox.base import Sandbox
-from ..textsafe import path_bytes, recordable
-
-MAX_LINK_HOPS = 40
-"""As the kernel: resolving a path follows at most this many symlinks (then ``ELOOP``)."""
-
-
-@dataclass(frozen=True)
-class ExportLimits:
-    max_bytes: int = 512 << 20
-    max_files: int = 100_000
-    timeout_s: float = 300.0
-    """The whole export (archive, listing, reads of what the archive missed)."""
-
-
-@dataclass
-class Tree:
-    """A workspace as data: file contents by path, symlink targets, and what was left out."""
-
-    files: dict[str, bytes] = field(default_factory=dict)
-    executable: set[str] = field(default_factory=set)
-    symlinks: dict[str, str] = field(default_factory=dict)
-    dirs: set[str] = field(default_factory=set)
-    skipped: list[str] = field(default_factory=list)
-    """Notes on what was left out by design (special files, dropped mode bits)."""
-    truncated: bool = False
-    problems: list[str] = field(default_factory=list)
-    """What the export could not bring over although it exists in the sandbox: the tree is incomplete."""
-
-    @property
-    def complete(self) -> bool:
-        return not (self.truncated or self.problems)
-
-    def digest(self) -> str:
-        h = hashlib.sha256()
-        for p in sorted(self.files):
-            h.update(b"f " + path_bytes(p) + (b" x " if p in self.executable else b" - ")
-                     + hashlib.sha256(self.files[p]).digest())
-        for p in sorted(self.symlinks):
-            h.update(b"l " + path_bytes(p) + b" " + path_bytes(self.symlinks[p]) + b"\0")
-        return h.hexdigest()
-
-    def notes(self) -> dict:
-        """What the export left out or could not bring over, as recordable data."""
-        return {"truncated": self.truncated, "problems": [recordable(p) for p in self.problems],
-                "notes": [recordable(s) for s in self.skipped]}
-
-    def to_tar(self, path: Path | None = None, uid: int = 1000, gid: int = 1000) -> bytes:
-        """A tar of the tree (owned by uid:gid); written to ``path`` too when given, with the export's
-        notes beside it (``<name>.json``) so a stored workspace keeps saying what it lacks."""
-        buf = io.BytesIO()
-        now = int(time.time())  # fresh mtimes: no bytecode cached against an old timestamp can match
-        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
-            for d in sorted(self.dirs):
-                ti = tarfile.TarInfo(d)
-                ti.type, ti.mode, ti.uid, ti.gid, ti.mtime = tarfile.DIRTYPE, 0o755, uid, gid, now
-                tf.addfile(ti)
-            for p in sorted(self.files):
-                ti = tarfile.TarInfo(p)
-                ti.size, ti.uid, ti.gid, ti.mtime = len(self.files[p]), uid, gid, now
-                ti.mode = 0o755 if p in self.executable else 0o644
-                tf.addfile(ti, io.BytesIO(self.files[p]))
-            for p in sorted(self.symlinks):
-                ti = tarfile.TarInfo(p)
-                ti.type, ti.linkname, ti.uid, ti.gid, ti.mtime = tarfile.SYMTYPE, self.symlinks[p], uid, gid, now
-                tf.addfile(ti)
-        data = buf.getvalue()
-        if path is not None:
-            tmp = path.with_suffix(".tmp")
-            tmp.write_bytes(data)
-            tmp.replace(path)
-            path.with_suffix(".json").write_text(json.dumps(self.notes(), indent=2))
-        return data
-
-
-def resolve(tree: Tree, path: str, workdir: str = "/workspace", max_hops: int = MAX_LINK_HOPS) -> str | None:
-    """Where ``path`` (relative to the workspace) leads, resolved component by component as the kernel
-    would, against ``tree``'s symlinks: the workspace-relative result, or None when it leaves the
-    workspace or takes more than ``max_hops`` links (a loop).
-
-    An absolute target counts as inside only when it names ``workdir`` or a path under it; outside the
-    workspace nothing is known, so ``/tmp/../workspace/x`` is treated as leaving (conservative)."""
-    pending = [p for p in reversed(path.split("/"))]
-    done: list[str] = []
-    hops = 0
-    root = workdir.strip("/").split("/")
-    while pending:
-        part = pending.pop()
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if not done:
-                return None
-            done.pop()
-            continue
-        here = "/".join([*done, part])
-        target = tree.symlinks.get(here)
-        if target is None:
-            done.append(part)
-            continue
-        hops += 1
-        if hops > max_hops:
-            return None
-        if target.startswith("/"):
-            parts = [p for p in target.split("/") if p not in ("", ".")]
-            if parts[:len(root)] != root or ".." in parts[:len(root)]:
-                return None
-            done, target = [], "/".join(parts[len(root):])
-        pending.extend(reversed(target.split("/")))
-    return "/".join(done)
-
-
-def leaves_workspace(tree: Tree, link: str) -> bool:
-    """Whether the symlink at ``link`` (or anything through it) resolves outside the workspace."""
-    return resolve(tree, link) is None
-
-
-class _ChunkReader(io.RawIOBase):
-    def __init__(self, chunks: Iterator[bytes], deadline: float | None = None) -> None:
-        self.chunks, self.buf, self.deadline = chunks, b"", deadline
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:  # type: ignore[override]
-        while not self.buf:
-            if self.deadline is not None and time.monotonic() > self.deadline:
-                raise TimeoutError("the export took longer than its bound")
-            try:
-                self.buf = next(self.chunks)
-            except StopIteration:
-                return 0
-        n = min(len(b), len(self.buf))
-        b[:n], self.buf = self.buf[:n], self.buf[n:]
-        return n
-
-
-def _clean(name: str, root: str) -> str | None:
-    """The member's path relative to ``root`` ("" for none), or None when outside it or unsafe."""
-    name = name[2:] if name.startswith("./") else name
-    if root:
-        if name == root or not name.startswith(root + "/"):
-            return None
-        name = name[len(root) + 1:]
-    rel = name
-    if not rel:
-        return None
-    norm = posixpath.normpath(rel)
-    if norm.startswith("../") or norm == ".." or norm.startswith("/") or norm == ".":
-        return None
-    return norm
-
-
-def _is_git(rel: str) -> bool:
-    return rel == ".git" or rel.startswith(".git/")
-
-
-def read_tar(stream: io.RawIOBase | io.BufferedIOBase, root: str, limits: ExportLimits) -> Tree:
-    """Read a tar stream whose members sit under ``root/`` into a ``Tree`` (bounded)."""
-    tree, total = Tree(), 0
-    try:
-        with tarfile.open(fileobj=stream, mode="r|") as tf:
-            for member in tf:
-                rel = _clean(member.name, root)
-                if rel is None or _is_git(rel):
-                    continue
-                if len(tree.files) + len(tree.symlinks) >= limits.max_files or total + max(member.size, 0) > limits.max_bytes:
-                    tree.truncated = True
-                    tree.skipped.append(f"{rel}: export limit reached ({limits.max_files} files, {limits.max_bytes} bytes)")
-                    break
-                if member.isdir():
-                    tree.dirs.add(rel)
-                elif member.isreg():
-                    data = tf.extractfile(member).read()  # type: ignore[union-attr]
-                    tree.files[rel] = data
-                    total += len(data)
-                    if member.mode & 0o111:
-                        tree.executable.add(rel)
-                    if member.mode & 0o7000:
-                        tree.skipped.append(f"{rel}: setuid/setgid/sticky bits dropped")
-                elif member.issym():
-                    tree.symlinks[rel] = member.linkname
-                elif member.islnk():  # the same file under a second name: a regular file with that content
-                    first = _clean(member.linkname, root)
-                    if first is not None and first in tree.files:
-                        if total + len(tree.files[first]) > limits.max_bytes:
-                            tree.truncated = True
-                            tree.skipped.append(f"{rel}: export limit reached ({limits.max_bytes} bytes)")
-                            break
-                        tree.files[rel] = tree.files[first]
-                        total += len(tree.files[first])
-                        if first in tree.executable:
-                            tree.executable.add(rel)
-                    else:  # its first name was not exported (.git, or outside): read on its own below
-                        tree.skipped.append(f"{rel}: hard link to {member.linkname} whose first name is not exported")
-                else:
-                    tree.skipped.append(f"{rel}: special file (device, FIFO or socket) left out")
-    except TimeoutError:
-        tree.truncated = True
-        tree.skipped.append(f"the export took longer than {limits.timeout_s:.0f}s and was cut off")
-    return tree
+from ..textsafe import path_bytes
+from .tree import ChunkReader, ExportLimits, Tree, read_tar
 
 
 # Lists the workspace: type, size, link count and path (bytes, NUL-terminated), .git pruned; "END" last.
@@ -397,7 +194,7 @@ def export_workspace(sandbox: Sandbox, workdir: str = "/workspace", limits: Expo
     deadline = time.monotonic() + limits.timeout_s
     stream = sandbox.copy_out(workdir)
     try:
-        tree = read_tar(io.BufferedReader(_ChunkReader(iter(stream), deadline)), root, limits)
+        tree = read_tar(io.BufferedReader(ChunkReader(iter(stream), deadline)), root, limits)
     finally:
         close = getattr(stream, "close", None)
         if close is not None:
@@ -414,15 +211,3 @@ def export_workspace(sandbox: Sandbox, workdir: str = "/workspace", limits: Expo
     return tree
 
 
-def tree_from_tar(path: Path, limits: ExportLimits = ExportLimits()) -> Tree:
-    """A ``Tree`` from a tar on the host whose members are relative paths (the trusted
-    original repository, or a stored final workspace, whose export notes are read back)."""
-    with open(path, "rb") as fh:
-        tree = read_tar(fh, "", limits)
-    notes = path.with_suffix(".json")
-    if notes.is_file():
-        recorded = json.loads(notes.read_text())
-        tree.truncated = tree.truncated or bool(recorded.get("truncated"))
-        tree.problems = list(recorded.get("problems") or [])
-        tree.skipped = list(recorded.get("notes") or tree.skipped)
-    return tree

@@ -20,7 +20,7 @@ from ..log import get_logger
 from ..tasks import Task
 from . import criteria as C
 from .diff import Diff, compute_diff
-from .export import Tree
+from .tree import Tree
 from .judge import Judge
 from ..errors import GraderInfraError
 from .compose import compose

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..errors import TestPatchError
 from ..tasks import Task, git_env
-from .export import Tree
+from .tree import Tree
 
 CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "pyproject.toml", "tox.ini", "setup.cfg")
 

@@ -17,7 +17,8 @@ import pytest
 
 from orchestrator.events import EventLog, read_events, verify_events
 from orchestrator import canaries as S
-from orchestrator.grading.export import Tree, _pieces, parse_listing, resolve
+from orchestrator.grading.export import _pieces, parse_listing
+from orchestrator.grading.tree import Tree, resolve
 from orchestrator.textsafe import path_bytes, recordable, recordable_data
 from orchestrator.trial import unprocessable_verdict
 

@@ -11,7 +11,7 @@ import yaml
 
 from orchestrator.environments import EnvironmentSettings, TestCommand, parse_test_command, resolve_runtime
 from orchestrator.errors import ValidationFailed
-from orchestrator.grading.export import Tree
+from orchestrator.grading.tree import Tree
 from orchestrator.grading.runner import TestRun
 from orchestrator.grading.trusted import config_copy, find_config
 from orchestrator.importers import import_swebench

@@ -76,7 +76,7 @@ def test_export_is_bounded_and_keeps_links_as_data():
     import io
     import tarfile as tf_mod
 
-    from orchestrator.grading.export import ExportLimits, read_tar
+    from orchestrator.grading.tree import ExportLimits, read_tar
 
     buf = io.BytesIO()
     with tf_mod.open(fileobj=buf, mode="w") as tf:
