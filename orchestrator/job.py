@@ -122,7 +122,7 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
 
     A task whose last ``tasks check`` failed is refused; one never checked is refused unless ``unchecked``
     (``TaskSetError``); the run's lock records each task's check status."""
-    from .taskcheck import require_checked
+    from .checkrecords import require_checked
 
     m = loaded.manifest
     choice = choose(m.execution, backend, ray_address)  # a bad --backend is refused before anything is written

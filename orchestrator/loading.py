@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
+
 from .errors import Problem, ValidationFailed
 from .manifest import REQUIRED_LITERAL, LoadedManifest, Manifest
 from .stops import OUTCOMES

@@ -34,10 +34,7 @@ not size it; its hard limits are the manifest's).
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import json
-import re
 import subprocess
 import tarfile
 import tempfile
@@ -45,175 +42,29 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import docker
 
 from .agents import BudgetLimits
 from .backends import Admission
-from .errors import GraderInfraError, ImageBuildError, TaskSetError, TestPatchError, TrialboxError
+from .errors import GraderInfraError, ImageBuildError, TestPatchError, TrialboxError
 from .grading.tree import tree_from_tar
 from .grading.compose import compose
-from .grading.runner import TOOLS, GraderLimits, TestRun, run_tests
+from .grading.runner import GraderLimits, TestRun, run_tests
 from .grading.trusted import trusted_tests
-from .hashing import combine, tree_sha256
 from .images import ImageRecord, build_recipe
 from .manifest import LoadedManifest, NopCandidate, OracleCandidate
-from .repos import materialize, source_identity
+from .repos import materialize
 from .sandbox.base import SandboxSpec
 from .sandbox.base import SandboxFactory, SandboxHost
 from .sandbox.docker import docker_host
 from .settings import load_settings
 from .store import RunPaths
 from .tasks import Task, git_env
+from .checkrecords import TaskCheck, save_check
+from .diagnosis import criterion_detail, log_cause, untouched_problems
 from .trial import TrialSpec, run_trial
-
-CHECK_VERSION = 2
-
-
-@dataclass
-class TaskCheck:
-    """One task's check: its problems, the root cause first."""
-
-    task: str
-    problems: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-
-def check_key(task: Task, image_id: str) -> str:
-    """What a check's verdict is valid for: the task, its repository, its grader, its image, and the trialbox that
-    checked it (version and commit: another trialbox grades differently) with the grader's own tools."""
-    return combine({"task": tree_sha256(task.folder), "grader": tree_sha256(task.grader_folder), "image": image_id,
-                    "repo": source_identity(task), "tools": tree_sha256(TOOLS),
-                    "trialbox": f"{json.dumps(_harness())}/{CHECK_VERSION}",
-                    "runtime": json.dumps(task.runtime.describe(), sort_keys=True)})
-
-
-@functools.lru_cache(maxsize=1)
-def _harness() -> dict[str, str]:
-    from .lock import harness_identity
-
-    return harness_identity()
-
-
-def _record_path(task: Task, image_id: str) -> Path:
-    return load_settings().state_dir / "taskcheck" / f"{check_key(task, image_id)[:40]}.json"
-
-
-def last_check(task: Task, image_id: str) -> dict[str, Any] | None:
-    """The recorded verdict of this exact task, grader and image (None: never checked)."""
-    try:
-        return json.loads(_record_path(task, image_id).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _save(task: Task, image_id: str, check: TaskCheck) -> None:
-    path = _record_path(task, image_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{uuid.uuid4().hex[:6]}")
-    tmp.write_text(json.dumps({"task": task.id, "ok": check.ok, "problems": check.problems, "image_id": image_id,
-                               "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1))
-    tmp.replace(path)
-
-
-def require_checked(tasks: list[Task], lock: dict[str, Any], unchecked: bool) -> dict[str, str]:
-    """Each task's check status (``passed`` | ``unchecked``); ``TaskSetError`` naming the tasks whose last check
-    failed (always) and those never checked (unless ``unchecked``)."""
-    failed, never, status = [], [], {}
-    for t in tasks:
-        record = last_check(t, lock["images"][t.image_key]["image_id"])
-        if record is None:
-            never.append(t.id)
-            status[t.id] = "unchecked"
-        elif not record.get("ok"):
-            failed.append(f"{t.id}: {(record.get('problems') or ['failed'])[0]}")
-        else:
-            status[t.id] = "passed"
-    lines = []
-    if failed:
-        lines.append(f"{len(failed)} task(s) failed their last `trialbox tasks check` (a task-set error, fix the task):")
-        lines += [f"  {f}" for f in failed]
-    if never and not unchecked:
-        lines.append(f"{len(never)} task(s) were never checked as they are now: {', '.join(never)}; run "
-                     f"`trialbox tasks check MANIFEST` first (or `trialbox run --unchecked` to run them anyway)")
-    if lines:
-        raise TaskSetError("\n".join(lines))
-    return status
-
-
-# --------------------------------------------------------------------------- root causes
-USAGE = re.compile(r"^(?:ERROR: .*|\w*Error: .*|error: .*|INTERNALERROR> .*\w+Error.*)$", re.M)
-E_LINE = re.compile(r"^E\s+(\S.*)$", re.M)
-
-
-def root_cause(run: TestRun) -> str | None:
-    """The first line that says why tests could not run as declared (None: nothing stands out)."""
-    if run.setup_failed:  # the first line is the runner's own ("the install step failed (exit N):")
-        lines = [line.strip() for line in run.log_tail.splitlines()[1:] if line.strip()]
-        errors = [line for line in lines if re.search(r"error", line, re.I)]
-        return (errors or lines or [run.log_tail.strip()])[-1]
-    for err in run.collect_errors:
-        found = E_LINE.findall(err.get("error", ""))
-        if found:
-            return f"{err.get('node')}: {found[-1]}"
-        tail = [line for line in err.get("error", "").splitlines() if line.strip()]
-        if tail:
-            return f"{err.get('node')}: {tail[-1].strip()}"
-    log = "\n".join(line for line in run.log_tail.splitlines() if "tripwire" not in line)  # trialbox's own test
-    usage = USAGE.findall(log)
-    if usage:
-        return usage[0].strip()
-    found = E_LINE.findall(log)
-    return found[0].strip() if found else None
-
-
-def _did_not_execute(run: TestRun, nodes: list[str]) -> bool:
-    """The install step failed, no results came back, or a test file's pytest session ended in a usage or
-    internal error (exit 2-4) that is not its module failing to import (which fails its tests, as in SWE-bench)."""
-    if run.setup_failed or not run.results_found:
-        return True
-    files = sorted({n.split("::", 1)[0] for n in nodes})  # the runner's groups, in its order
-    collect_failed = {posixpath_file(e.get("node", "")) for e in run.collect_errors}
-    return any(code in (2, 3, 4) and (i >= len(files) or files[i] not in collect_failed)
-               for i, code in enumerate(run.exit_codes))
-
-
-def untouched_problems(task: Task, runs: list[TestRun]) -> list[str]:
-    """Problems on the untouched repository (with the test patch), the root cause first."""
-    g = task.grader
-    run = runs[0]
-    cause = root_cause(run)
-    if _did_not_execute(run, g.fail_to_pass + g.pass_to_pass):
-        what = "the install step failed" if run.setup_failed else "pytest did not execute the tests"
-        codes = f" (pytest exit codes {run.exit_codes})" if run.exit_codes else ""
-        return [f"untouched repository: {what}{codes}: {cause or run.log_tail[-300:].strip()}"]
-    out = []
-    collect_failed = {posixpath_file(e.get("node", "")) for e in run.collect_errors}
-    for n in g.fail_to_pass:
-        outcome = run.outcomes.get(n)
-        if outcome == "passed":
-            out.append(f"fail-to-pass {n} already passes on the untouched repository")
-        elif outcome is None and n.split("::", 1)[0] not in collect_failed:
-            out.append(f"fail-to-pass {n} did not run on the untouched repository (no such test?)")
-    for n in g.pass_to_pass:
-        outcome = run.outcomes.get(n)
-        if outcome != "passed":
-            out.append(f"pass-to-pass {n} does not pass on the untouched repository ({outcome or 'not run'})")
-    if out and cause:
-        out.insert(0, f"root cause: {cause}")
-    out += [f"grader integrity on the untouched repository: {p}" for r in runs for p in r.integrity]
-    return out
-
-
-def posixpath_file(node: str) -> str:
-    return node.split("::", 1)[0]
 
 
 # --------------------------------------------------------------------------- leaks
@@ -317,9 +168,9 @@ def _agents(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str
     for tid, (v, log_file) in verdicts.items():
         if "/oracle/" in tid and not v["accepted"]:
             failing = [c for c in v["criteria"] if c["critical"] and not c["passed"]]
-            detail = "; ".join(_criterion_detail(c) for c in failing[:3])
+            detail = "; ".join(criterion_detail(c) for c in failing[:3])
             tested = any(c["name"] in ("fail_to_pass", "pass_to_pass", "grader_integrity") for c in failing)
-            cause = _log_cause(log_file) if tested else None
+            cause = log_cause(log_file) if tested else None
             problems.append(f"the oracle was not accepted ({tid}: {v['outcome']} {v['reasons']})"
                             + (f": {cause}" if cause else "") + (f"; {detail}" if detail else ""))
         if "/nop/" in tid and v["accepted"]:
@@ -331,25 +182,6 @@ def _agents(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str
         if len({s.get(node) for s in outcome_sets[:2]}) > 1 or len({s.get(node) for s in outcome_sets[2:]}) > 1:
             problems.append(f"flaky: {node} changed outcome between identical runs")
     return problems
-
-
-def _criterion_detail(c: dict[str, Any]) -> str:
-    ev = c.get("evidence") or {}
-    if "outcomes" in ev:
-        bad = [f"{k} {v}" for k, v in ev["outcomes"].items() if v != "passed"][:3]
-        return f"{c['name']}: {', '.join(bad)}"
-    if ev.get("problems"):
-        return f"{c['name']}: {ev['problems'][0]}"
-    keys = [k for k in ("outside", "protected_changed", "symlinks_leaving_workspace") if ev.get(k)]
-    return f"{c['name']}: " + "; ".join(f"{k} {ev[k][:3]}" for k in keys) if keys else c["name"]
-
-
-def _log_cause(log_file: Path) -> str | None:
-    try:
-        text = log_file.read_text()
-    except OSError:
-        return None
-    return root_cause(TestRun(log_tail=text))
 
 
 # --------------------------------------------------------------------------- the set
@@ -416,7 +248,7 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                 except TrialboxError as exc:
                     problems = [f"could not be checked: {exc.message}"]
                 check = TaskCheck(task.id, list(dict.fromkeys(problems)), time.monotonic() - start)
-                _save(task, image_id, check)
+                save_check(task, image_id, check)
                 head = "ok" if check.ok else f"PROBLEM  {check.problems[0]}"
                 more = "".join(f"\n{'':32s}          {p}" for p in check.problems[1:8])
                 say(f"{task.id:32s} {head}  ({check.seconds:.1f}s){more}")

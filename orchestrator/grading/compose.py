@@ -16,6 +16,7 @@ import random
 import secrets
 import uuid
 from dataclasses import dataclass, field
+
 from ..tasks import Task
 from .diff import is_artifact
 from ..textsafe import path_bytes

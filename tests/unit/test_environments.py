@@ -15,7 +15,8 @@ from orchestrator.grading.tree import Tree
 from orchestrator.grading.runner import TestRun
 from orchestrator.grading.trusted import config_copy, find_config
 from orchestrator.importers import import_swebench
-from orchestrator.taskcheck import distinctive_lines, root_cause, untouched_problems
+from orchestrator.taskcheck import distinctive_lines
+from orchestrator.diagnosis import root_cause, untouched_problems
 
 
 @pytest.mark.parametrize("command, interpreter, module, args, env", [

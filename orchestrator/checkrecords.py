@@ -1,0 +1,103 @@
+"""What ``tasks check`` records of each task, and how ``trialbox run`` asks it.
+
+Each task's verdict is kept under the state folder, keyed (``check_key``) by the task's hash, its repository's
+content, its grader's hash, its image ID, its run-time settings, and the trialbox version and commit with the grader
+tools' hash: a check is valid exactly as long as none of them changed. ``require_checked`` refuses a task whose
+last check failed and names the tasks never checked (unless the run is ``--unchecked``); the run's lock records
+each task's status.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import TaskSetError
+from .grading.runner import TOOLS
+from .hashing import combine, tree_sha256
+from .repos import source_identity
+from .settings import load_settings
+from .tasks import Task
+
+
+CHECK_VERSION = 2
+
+
+@dataclass
+class TaskCheck:
+    """One task's check: its problems, the root cause first."""
+
+    task: str
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check_key(task: Task, image_id: str) -> str:
+    """What a check's verdict is valid for: the task, its repository, its grader, its image, and the trialbox that
+    checked it (version and commit: another trialbox grades differently) with the grader's own tools."""
+    return combine({"task": tree_sha256(task.folder), "grader": tree_sha256(task.grader_folder), "image": image_id,
+                    "repo": source_identity(task), "tools": tree_sha256(TOOLS),
+                    "trialbox": f"{json.dumps(_harness())}/{CHECK_VERSION}",
+                    "runtime": json.dumps(task.runtime.describe(), sort_keys=True)})
+
+
+@functools.lru_cache(maxsize=1)
+def _harness() -> dict[str, str]:
+    from .lock import harness_identity
+
+    return harness_identity()
+
+
+def _record_path(task: Task, image_id: str) -> Path:
+    return load_settings().state_dir / "taskcheck" / f"{check_key(task, image_id)[:40]}.json"
+
+
+def last_check(task: Task, image_id: str) -> dict[str, Any] | None:
+    """The recorded verdict of this exact task, grader and image (None: never checked)."""
+    try:
+        return json.loads(_record_path(task, image_id).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def save_check(task: Task, image_id: str, check: TaskCheck) -> None:
+    path = _record_path(task, image_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{uuid.uuid4().hex[:6]}")
+    tmp.write_text(json.dumps({"task": task.id, "ok": check.ok, "problems": check.problems, "image_id": image_id,
+                               "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1))
+    tmp.replace(path)
+
+
+def require_checked(tasks: list[Task], lock: dict[str, Any], unchecked: bool) -> dict[str, str]:
+    """Each task's check status (``passed`` | ``unchecked``); ``TaskSetError`` naming the tasks whose last check
+    failed (always) and those never checked (unless ``unchecked``)."""
+    failed, never, status = [], [], {}
+    for t in tasks:
+        record = last_check(t, lock["images"][t.image_key]["image_id"])
+        if record is None:
+            never.append(t.id)
+            status[t.id] = "unchecked"
+        elif not record.get("ok"):
+            failed.append(f"{t.id}: {(record.get('problems') or ['failed'])[0]}")
+        else:
+            status[t.id] = "passed"
+    lines = []
+    if failed:
+        lines.append(f"{len(failed)} task(s) failed their last `trialbox tasks check` (a task-set error, fix the task):")
+        lines += [f"  {f}" for f in failed]
+    if never and not unchecked:
+        lines.append(f"{len(never)} task(s) were never checked as they are now: {', '.join(never)}; run "
+                     f"`trialbox tasks check MANIFEST` first (or `trialbox run --unchecked` to run them anyway)")
+    if lines:
+        raise TaskSetError("\n".join(lines))
+    return status
