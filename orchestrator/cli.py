@@ -13,33 +13,14 @@ character is shown escaped (``show`` and ``report`` make each logical line
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 
 from . import __version__
+from .commands import (cmd_calibrate, cmd_import_swebench, cmd_regrade, cmd_report, cmd_reproduce, cmd_run,
+                       cmd_show, cmd_tasks_check, connect_engine, err, load_all, out, say)
 from .errors import TrialboxError, ValidationFailed
-from .textsafe import printable, printable_lines
-
-
-def _print(text: object = "", file=None, flush: bool = False) -> None:
-    """Print ``text`` with every line terminal-safe (``printable_lines``)."""
-    print(printable_lines(str(text)), file=file if file is not None else sys.stdout, flush=flush)
-
-
-def _err(text: object) -> None:
-    _print(text, file=sys.stderr)
-
-
-def _say(line: str) -> None:
-    """The progress callback of long commands: one line (or a few) at once, terminal-safe, flushed."""
-    _print(line, flush=True)
-
-
-def _connect():
-    from .engine import connect
-    return connect()
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -54,23 +35,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
             tasks, task_problems = collect_tasks(loaded)
             problems += task_problems
         for p in problems:
-            _err(p)
+            err(p)
         if problems:
-            _err(f"{path}: {len(problems)} problem(s)")
+            err(f"{path}: {len(problems)} problem(s)")
             status = 1
         else:
             m = loaded.manifest  # type: ignore[union-attr]
-            _print(f"{path}: ok ({len(m.candidates)} candidate(s), {len(tasks)} task(s), "
+            out(f"{path}: ok ({len(m.candidates)} candidate(s), {len(tasks)} task(s), "
                    f"{m.execution.trials_per_task} trial(s) per task)")
     return status
-
-
-def _load_all(path: Path):
-    from .loading import load_manifest
-    from .tasks import load_tasks
-
-    loaded = load_manifest(path)
-    return loaded, load_tasks(loaded)
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
@@ -78,18 +51,18 @@ def cmd_lock(args: argparse.Namespace) -> int:
     from .lock import check_lock, lock_path, resolve_lock, write_lock
     from .settings import load_settings
 
-    loaded, tasks = _load_all(Path(args.manifest))
-    current = resolve_lock(loaded, tasks, _connect(), load_settings())
+    loaded, tasks = load_all(Path(args.manifest))
+    current = resolve_lock(loaded, tasks, connect_engine(), load_settings())
     if args.check:
         try:
             check_lock(loaded, current)
         except DriftError as exc:
-            _err(f"{lock_path(loaded.path)}: {exc.message}")
+            err(f"{lock_path(loaded.path)}: {exc.message}")
             return 1
-        _print(f"{lock_path(loaded.path)}: every identifier matches")
+        out(f"{lock_path(loaded.path)}: every identifier matches")
         return 0
     path = write_lock(loaded, current)
-    _print(f"wrote {path}")
+    out(f"wrote {path}")
     return 0
 
 
@@ -97,21 +70,20 @@ def cmd_images_build(args: argparse.Namespace) -> int:
     from .images import build_images
     from .settings import load_settings
 
-    say = _say
     if args.manifest:
         from .errors import ImageError
         from .taskcheck import build_environments
 
-        loaded, tasks = _load_all(Path(args.manifest))
-        records, failed = build_environments(loaded, tasks, _connect(), say)
+        loaded, tasks = load_all(Path(args.manifest))
+        records, failed = build_environments(loaded, tasks, connect_engine(), say)
         for tid, why in failed.items():
-            _err(f"{tid}: {why}")
+            err(f"{tid}: {why}")
         for r in records.values():
             print(f"{r.name:10s} {r.image_id} {r.tag}")
         if failed:
             raise ImageError(f"{len(failed)} task(s) have an environment that does not build")
         return 0
-    records = build_images(_connect(), Path(args.images), load_settings(), args.names or None, say)
+    records = build_images(connect_engine(), Path(args.images), load_settings(), args.names or None, say)
     for r in records.values():
         print(f"{r.name:10s} {r.image_id} {r.tag}")
     return 0
@@ -120,7 +92,7 @@ def cmd_images_build(args: argparse.Namespace) -> int:
 def cmd_images_save(args: argparse.Namespace) -> int:
     from .images import save_image
 
-    ids = save_image(_connect(), Path(args.images), args.name, Path(args.out))
+    ids = save_image(connect_engine(), Path(args.images), args.name, Path(args.out))
     for name, image_id in ids.items():
         print(f"{name:10s} {image_id}")
     print(f"saved to {args.out} (IDs in {args.out}.json)")
@@ -130,7 +102,7 @@ def cmd_images_save(args: argparse.Namespace) -> int:
 def cmd_images_load(args: argparse.Namespace) -> int:
     from .images import load_images
 
-    for name, image_id in load_images(_connect(), Path(args.file)).items():
+    for name, image_id in load_images(connect_engine(), Path(args.file)).items():
         print(f"{name:10s} {image_id} (verified)")
     return 0
 
@@ -139,7 +111,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
     from .sandbox.gc import collect_garbage
     from .settings import load_settings
 
-    res = collect_garbage(_connect(), load_settings(), everything=args.all)
+    res = collect_garbage(connect_engine(), load_settings(), everything=args.all)
     print(f"removed {len(res.containers)} container(s), {len(res.volumes)} volume(s), {len(res.disks)} disk(s)")
     return 0
 
@@ -150,13 +122,13 @@ def cmd_verify_events(args: argparse.Namespace) -> int:
     try:
         result = verify_events(Path(args.file), expected_head=args.head)
     except OSError as exc:
-        _err(f"error: {args.file}: {exc.strerror}")
+        err(f"error: {args.file}: {exc.strerror}")
         return 1
     for p in result.problems:
-        _err(f"{args.file}: {p}")
+        err(f"{args.file}: {p}")
     if not result.ok:
         return 1
-    _print(f"{args.file}: intact ({result.count} events, final hash {result.head})")
+    out(f"{args.file}: intact ({result.count} events, final hash {result.head})")
     return 0
 
 
@@ -177,44 +149,6 @@ def cmd_model_server(args: argparse.Namespace) -> int:
         server.stop()
 
 
-def _scripted_model(path: str):
-    """Start the scripted model server and point this process's agents at it."""
-    import os
-
-    from .agents.scripted_server import ScriptedModelServer
-
-    server = ScriptedModelServer()
-    server.load(Path(path))
-    server.start()
-    os.environ["ANTHROPIC_BASE_URL"] = server.url
-    if not os.environ.get("ANTHROPIC_API_KEY") and server.scripts:
-        os.environ["ANTHROPIC_API_KEY"] = next(iter(server.scripts)).split("#", 1)[0]
-    print(f"scripted model server on {server.url}", flush=True)
-    return server
-
-
-def with_scripted_model(command):
-    """Run ``command`` with the scripted model server up when ``--scripted-model`` is given."""
-    def wrapped(args: argparse.Namespace) -> int:
-        server = _scripted_model(args.scripted_model) if getattr(args, "scripted_model", None) else None
-        try:
-            return command(args)
-        finally:
-            if server is not None:
-                server.stop()
-    return wrapped
-
-
-def _run_manifest(paths, override: str | None = None):
-    """The manifest a run used, from where it was (its relative paths resolve there), or ``override``."""
-    from .loading import load_manifest
-    from .tasks import load_tasks
-
-    source = json.loads(paths.source.read_text())["manifest"] if paths.source.exists() else paths.manifest
-    loaded = load_manifest(Path(override or source))
-    return loaded, load_tasks(loaded)
-
-
 def _unchecked_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unchecked", action="store_true",
                    help="run tasks never checked by `trialbox tasks check` (recorded in the run's lock); "
@@ -225,134 +159,6 @@ def _backend_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=["local", "ray"], help="where trials run (default: execution.backend)")
     p.add_argument("--ray-address", metavar="HOST:PORT",
                    help="the Ray cluster (default: execution.ray_address, then RAY_ADDRESS)")
-
-
-@with_scripted_model
-def cmd_run(args: argparse.Namespace) -> int:
-    from .job import run_experiment
-
-    loaded, tasks = _load_all(Path(args.manifest))
-    paths = run_experiment(loaded, tasks, _connect(), Path(args.out) if args.out else None,
-                           say=_say, backend=args.backend, ray_address=args.ray_address,
-                           unchecked=args.unchecked)
-    _print(f"results in {paths.root}")
-    return 0
-
-
-def _run_paths(run: str):
-    from .errors import TrialboxError
-    from .store import RunPaths
-
-    paths = RunPaths(Path(run))
-    if not paths.db.exists():
-        raise TrialboxError(f"{run}: not a run folder (no results.sqlite)")
-    return paths
-
-
-def cmd_show(args: argparse.Namespace) -> int:
-    from .show import show_trial
-
-    _print(show_trial(_run_paths(args.run), args.trial))  # already printable line by line; this keeps it so
-    return 0
-
-
-@with_scripted_model
-def cmd_regrade(args: argparse.Namespace) -> int:
-    from .job import regrade_run
-
-    paths = _run_paths(args.run)
-    loaded, tasks = _run_manifest(paths, args.manifest)
-    changed = regrade_run(paths, loaded, tasks, _connect(), say=_say)
-    print(f"{changed} verdict(s) changed")
-    return 0
-
-
-def cmd_tasks_check(args: argparse.Namespace) -> int:
-    from .taskcheck import check_tasks
-
-    loaded, tasks = _load_all(Path(args.manifest))
-    ok = check_tasks(loaded, tasks, _connect(), replicates=args.replicates, say=_say)
-    return 0 if ok else 1
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from .report import GATE, build_report, to_json
-    from .summary import terminal
-
-    paths = _run_paths(args.run)
-    loaded, tasks = _run_manifest(paths)
-    planned = len(json.loads(paths.plan.read_text())["trials"]) if paths.plan.exists() \
-        else len(tasks) * len(loaded.manifest.candidates) * loaded.manifest.execution.trials_per_task
-    report = build_report(paths, loaded.manifest, {t.id: t.config.difficulty for t in tasks},
-                          {t.id: t.cluster for t in tasks}, planned)
-    if args.html:
-        from .html import render
-
-        Path(args.html).write_text(render(report))
-    print(to_json(report) if args.json else terminal(report))  # JSON is ASCII (escaped); terminal() is printable
-    return GATE[report["adoption"]["decision"]] if args.gate else 0
-
-
-@with_scripted_model
-def cmd_reproduce(args: argparse.Namespace) -> int:
-    from .job import reproduce_run
-
-    paths = _run_paths(args.run)
-    loaded, tasks = _run_manifest(paths)
-    out = Path(args.out) if args.out else paths.root.with_name(paths.root.name + "-reproduced")
-    differing = reproduce_run(paths, loaded, tasks, _connect(), out, say=_say,
-                              backend=args.backend, ray_address=args.ray_address, unchecked=args.unchecked)
-    if differing:
-        _print(f"{len(differing)} verdict(s) differ from {paths.root}:")
-        for trial in differing:
-            _print(f"  {printable(trial)}")
-        return 1
-    _print(f"every verdict matches {paths.root} (reproduced in {out})")
-    return 0
-
-
-def cmd_calibrate(args: argparse.Namespace) -> int:
-    import yaml
-
-    from .errors import ConfigError
-    from .job import calibrate_run
-
-    try:
-        labels = yaml.safe_load(Path(args.labels).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{args.labels}: cannot read labels: {exc}") from exc
-    if not isinstance(labels, dict) or not all(v in ("pass", "fail") for v in labels.values()):
-        raise ConfigError(f"{args.labels}: expected a mapping of trial id to pass or fail")
-    r = calibrate_run(_run_paths(args.run), labels)
-    rate = lambda x: "undefined (no such human label)" if x is None else f"{x:.1%}"  # noqa: E731
-    span = lambda iv: f" [{iv[0]:.1%}, {iv[1]:.1%}]" if iv else ""  # noqa: E731
-    _print(f"compared {r['compared']} trial(s): {r['human_pass']} labelled pass, {r['human_fail']} labelled fail")
-    _print(f"false-positive rate: {rate(r['false_positive_rate'])}{span(r['false_positive_rate_interval'])} of "
-           f"{r['human_fail']}  (judge pass, human fail: {r['false_positives']})")
-    _print(f"false-negative rate: {rate(r['false_negative_rate'])}{span(r['false_negative_rate_interval'])} of "
-           f"{r['human_pass']}  (judge fail, human pass: {r['false_negatives']})")
-    _print(f"undeterminable: {r['undeterminable']}; judged but unlabelled: {len(r['unlabelled'])}")
-    _print("calibrated: yes (both 95% intervals at most 20 points wide)" if r["calibrated"] else
-           "calibrated: NO, too few labels for these rates to mean much: " + "; ".join(r["not_calibrated_because"]))
-    return 0
-
-
-def cmd_import_swebench(args: argparse.Namespace) -> int:
-    from .importers import import_swebench
-
-    tasks_out = Path(args.out)
-    graders_out = Path(args.graders) if args.graders else tasks_out.parent / "graders"
-    result = import_swebench(Path(args.file), Path(args.repos), Path(args.specs), tasks_out, graders_out)
-    for tid, fields in result.unmapped.items():
-        _print(f"{tid}: not mapped (no trialbox meaning): {', '.join(fields)}")
-    for tid, paths in result.outside_scope.items():
-        _print(f"{tid}: warning: its own fix changes files outside the scope, so its oracle would be rejected on "
-               f"scope: {', '.join(paths)} (widen `scope` in the specs file)")
-    _print(f"imported {len(result.written)} instance(s): task folders in {tasks_out.absolute()}, held-out grader "
-           f"folders in {graders_out.absolute()}{'' if args.graders else ' (beside the tasks; --graders to choose)'}: "
-           f"{', '.join(result.written)}")
-    _print("next: `trialbox images build --manifest M` and `trialbox tasks check M` with a manifest selecting them")
-    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -469,10 +275,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except ValidationFailed as exc:
         for p in exc.problems:
-            _err(p)
+            err(p)
         return exc.exit_code
     except TrialboxError as exc:  # its message can quote agent data: every line is made printable
-        _err(f"error: {exc.message}")
+        err(f"error: {exc.message}")
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

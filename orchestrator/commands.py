@@ -1,0 +1,208 @@
+"""The commands that work on experiments and their run folders: run, show, regrade, tasks check, report, reproduce,
+calibrate and import; and the helpers every command prints and connects through.
+
+Whatever is printed goes through ``textsafe.printable_lines`` (see ``cli``); ``--scripted-model`` starts the
+scripted Messages-API server for the command's duration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .textsafe import printable, printable_lines
+
+
+def out(text: object = "", file=None, flush: bool = False) -> None:
+    """Print ``text`` with every line terminal-safe (``printable_lines``)."""
+    print(printable_lines(str(text)), file=file if file is not None else sys.stdout, flush=flush)
+
+
+def err(text: object) -> None:
+    out(text, file=sys.stderr)
+
+
+def say(line: str) -> None:
+    """The progress callback of long commands: one line (or a few) at once, terminal-safe, flushed."""
+    out(line, flush=True)
+
+
+def connect_engine():
+    from .engine import connect
+    return connect()
+
+
+def load_all(path: Path):
+    from .loading import load_manifest
+    from .tasks import load_tasks
+
+    loaded = load_manifest(path)
+    return loaded, load_tasks(loaded)
+
+
+def scripted_model(path: str):
+    """Start the scripted model server and point this process's agents at it."""
+    import os
+
+    from .agents.scripted_server import ScriptedModelServer
+
+    server = ScriptedModelServer()
+    server.load(Path(path))
+    server.start()
+    os.environ["ANTHROPIC_BASE_URL"] = server.url
+    if not os.environ.get("ANTHROPIC_API_KEY") and server.scripts:
+        os.environ["ANTHROPIC_API_KEY"] = next(iter(server.scripts)).split("#", 1)[0]
+    print(f"scripted model server on {server.url}", flush=True)
+    return server
+
+
+def with_scripted_model(command):
+    """Run ``command`` with the scripted model server up when ``--scripted-model`` is given."""
+    def wrapped(args: argparse.Namespace) -> int:
+        server = scripted_model(args.scripted_model) if getattr(args, "scripted_model", None) else None
+        try:
+            return command(args)
+        finally:
+            if server is not None:
+                server.stop()
+    return wrapped
+
+
+def run_manifest(paths, override: str | None = None):
+    """The manifest a run used, from where it was (its relative paths resolve there), or ``override``."""
+    from .loading import load_manifest
+    from .tasks import load_tasks
+
+    source = json.loads(paths.source.read_text())["manifest"] if paths.source.exists() else paths.manifest
+    loaded = load_manifest(Path(override or source))
+    return loaded, load_tasks(loaded)
+
+
+@with_scripted_model
+def cmd_run(args: argparse.Namespace) -> int:
+    from .job import run_experiment
+
+    loaded, tasks = load_all(Path(args.manifest))
+    paths = run_experiment(loaded, tasks, connect_engine(), Path(args.out) if args.out else None,
+                           say=say, backend=args.backend, ray_address=args.ray_address,
+                           unchecked=args.unchecked)
+    out(f"results in {paths.root}")
+    return 0
+
+
+def run_paths(run: str):
+    from .errors import TrialboxError
+    from .store import RunPaths
+
+    paths = RunPaths(Path(run))
+    if not paths.db.exists():
+        raise TrialboxError(f"{run}: not a run folder (no results.sqlite)")
+    return paths
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from .show import show_trial
+
+    out(show_trial(run_paths(args.run), args.trial))  # already printable line by line; this keeps it so
+    return 0
+
+
+@with_scripted_model
+def cmd_regrade(args: argparse.Namespace) -> int:
+    from .job import regrade_run
+
+    paths = run_paths(args.run)
+    loaded, tasks = run_manifest(paths, args.manifest)
+    changed = regrade_run(paths, loaded, tasks, connect_engine(), say=say)
+    print(f"{changed} verdict(s) changed")
+    return 0
+
+
+def cmd_tasks_check(args: argparse.Namespace) -> int:
+    from .taskcheck import check_tasks
+
+    loaded, tasks = load_all(Path(args.manifest))
+    ok = check_tasks(loaded, tasks, connect_engine(), replicates=args.replicates, say=say)
+    return 0 if ok else 1
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import GATE, build_report, to_json
+    from .summary import terminal
+
+    paths = run_paths(args.run)
+    loaded, tasks = run_manifest(paths)
+    planned = len(json.loads(paths.plan.read_text())["trials"]) if paths.plan.exists() \
+        else len(tasks) * len(loaded.manifest.candidates) * loaded.manifest.execution.trials_per_task
+    report = build_report(paths, loaded.manifest, {t.id: t.config.difficulty for t in tasks},
+                          {t.id: t.cluster for t in tasks}, planned)
+    if args.html:
+        from .html import render
+
+        Path(args.html).write_text(render(report))
+    print(to_json(report) if args.json else terminal(report))  # JSON is ASCII (escaped); terminal() is printable
+    return GATE[report["adoption"]["decision"]] if args.gate else 0
+
+
+@with_scripted_model
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from .job import reproduce_run
+
+    paths = run_paths(args.run)
+    loaded, tasks = run_manifest(paths)
+    out = Path(args.out) if args.out else paths.root.with_name(paths.root.name + "-reproduced")
+    differing = reproduce_run(paths, loaded, tasks, connect_engine(), out, say=say,
+                              backend=args.backend, ray_address=args.ray_address, unchecked=args.unchecked)
+    if differing:
+        out(f"{len(differing)} verdict(s) differ from {paths.root}:")
+        for trial in differing:
+            out(f"  {printable(trial)}")
+        return 1
+    out(f"every verdict matches {paths.root} (reproduced in {out})")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    import yaml
+
+    from .errors import ConfigError
+    from .job import calibrate_run
+
+    try:
+        labels = yaml.safe_load(Path(args.labels).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{args.labels}: cannot read labels: {exc}") from exc
+    if not isinstance(labels, dict) or not all(v in ("pass", "fail") for v in labels.values()):
+        raise ConfigError(f"{args.labels}: expected a mapping of trial id to pass or fail")
+    r = calibrate_run(run_paths(args.run), labels)
+    rate = lambda x: "undefined (no such human label)" if x is None else f"{x:.1%}"  # noqa: E731
+    span = lambda iv: f" [{iv[0]:.1%}, {iv[1]:.1%}]" if iv else ""  # noqa: E731
+    out(f"compared {r['compared']} trial(s): {r['human_pass']} labelled pass, {r['human_fail']} labelled fail")
+    out(f"false-positive rate: {rate(r['false_positive_rate'])}{span(r['false_positive_rate_interval'])} of "
+           f"{r['human_fail']}  (judge pass, human fail: {r['false_positives']})")
+    out(f"false-negative rate: {rate(r['false_negative_rate'])}{span(r['false_negative_rate_interval'])} of "
+           f"{r['human_pass']}  (judge fail, human pass: {r['false_negatives']})")
+    out(f"undeterminable: {r['undeterminable']}; judged but unlabelled: {len(r['unlabelled'])}")
+    out("calibrated: yes (both 95% intervals at most 20 points wide)" if r["calibrated"] else
+           "calibrated: NO, too few labels for these rates to mean much: " + "; ".join(r["not_calibrated_because"]))
+    return 0
+
+
+def cmd_import_swebench(args: argparse.Namespace) -> int:
+    from .importers import import_swebench
+
+    tasks_out = Path(args.out)
+    graders_out = Path(args.graders) if args.graders else tasks_out.parent / "graders"
+    result = import_swebench(Path(args.file), Path(args.repos), Path(args.specs), tasks_out, graders_out)
+    for tid, fields in result.unmapped.items():
+        out(f"{tid}: not mapped (no trialbox meaning): {', '.join(fields)}")
+    for tid, paths in result.outside_scope.items():
+        out(f"{tid}: warning: its own fix changes files outside the scope, so its oracle would be rejected on "
+               f"scope: {', '.join(paths)} (widen `scope` in the specs file)")
+    out(f"imported {len(result.written)} instance(s): task folders in {tasks_out.absolute()}, held-out grader "
+           f"folders in {graders_out.absolute()}{'' if args.graders else ' (beside the tasks; --graders to choose)'}: "
+           f"{', '.join(result.written)}")
+    out("next: `trialbox images build --manifest M` and `trialbox tasks check M` with a manifest selecting them")
+    return 0
