@@ -1,8 +1,10 @@
 """The report: metrics per candidate, paired comparisons and the adoption decision.
 
-``build_report`` turns a run folder into the results document of DESIGN.md
-(``schemas/report.schema.json``); ``summary.terminal`` prints it for people and
-``html.render`` draws it; ``GATE`` serves ``--gate``. Exclusions are only the outcome kinds
+``build_report`` turns a run folder (its ``TrialResult`` rows) into the results
+document of DESIGN.md (``schemas/report.schema.json``); ``adoption`` decides,
+``placement`` says where and under what load trials ran; ``summary.terminal``
+prints the document for people and ``html.render`` draws it; ``GATE`` serves
+``--gate``. Exclusions are only the outcome kinds
 the manifest declared, reported with both denominators; infrastructure errors
 are always shown. A report on an unfinished run is provisional and decides
 nothing.
@@ -15,10 +17,12 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from .adoption import adoption
 from .costs import TrialCost, locked_costs, trial_cost, unpriced_warning
 from .manifest import Manifest
-from .stats import (MIN_CLUSTERS, few_clusters_warning, interval_note, mean_interval, paired_difference, pass_at_k,
+from .stats import (few_clusters_warning, interval_note, mean_interval, paired_difference, pass_at_k,
                     pass_hat_k, quantile, ratio_interval, sample_size_hint, share_interval)
+from .placement import by_node, saturation
 from .result import TrialResult
 from .store import RunPaths, Store
 
@@ -118,71 +122,6 @@ def _candidate(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str],
     return out
 
 
-def _saturation(rows: list[TrialResult]) -> dict[str, Any]:
-    """How loaded the host was while trials ran (from each trial's recorded conditions)."""
-    cond = [r.conditions.to_dict() if r.conditions else {} for r in rows]
-    loads = [c[k] for c in cond for k in ("load_at_start", "load_at_end") if c.get(k) is not None]
-    throttled = [c for c in cond if (c.get("cpu_throttled_periods") or 0) > 0]
-    docker_lat = [c["docker_api_latency_s"] for c in cond if c.get("docker_api_latency_s") is not None]
-    peaks = [c["memory_peak_bytes"] for c in cond if c.get("memory_peak_bytes")]
-    return {"host_load_max": max(loads, default=None), "host_load_p50": quantile(loads, 0.5),
-            "trials_cpu_throttled": len(throttled), "trials_with_conditions": len([c for c in cond if c]),
-            "docker_api_latency_p95_s": quantile(docker_lat, 0.95),
-            "memory_peak_max_mb": round(max(peaks) / 2**20, 1) if peaks else None}
-
-
-UNEVEN_SHARE = 0.05
-"""A candidate whose share of trials on some node differs from the candidates' mean share by more than this
-is flagged: its trials did not share hardware with the others' as the blocks intended."""
-
-
-def _nodes(rows: list[TrialResult], candidates: list[str], max_cost_usd: float) -> dict[str, Any]:
-    """Results by node, blocks split across nodes, unevenly spread candidates, attempts lost with a node."""
-    by_node: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        node = r.node or {}
-        name = node.get("name") or "unknown"
-        entry = by_node.setdefault(name, {
-            "hardware": {k: node.get(k) for k in ("hostname", "cpu_model", "cpus", "memory_mb", "kernel")}
-            | {"docker": (node.get("docker") or {}).get("version")},
-            "trials": 0, "accepted": 0, "by_candidate": {c: {"trials": 0, "accepted": 0} for c in candidates}})
-        accepted = int(r.accepted)
-        entry["trials"] += 1
-        entry["accepted"] += accepted
-        if r.candidate in entry["by_candidate"]:
-            entry["by_candidate"][r.candidate]["trials"] += 1
-            entry["by_candidate"][r.candidate]["accepted"] += accepted
-    blocks: dict[int, set[str]] = defaultdict(set)    # nodes of the recorded trials
-    attempts: dict[int, set[str]] = defaultdict(set)  # ... and of every attempt, lost ones included
-    for r in rows:
-        if r.block is not None:
-            blocks[r.block].add(r.node_name or "unknown")
-            attempts[r.block] |= blocks[r.block] | {a.node for a in r.previous_attempts if a.node}
-    shares = {c: {n: e["by_candidate"][c]["trials"] / total for n, e in by_node.items()}
-              for c in candidates if (total := sum(e["by_candidate"][c]["trials"] for e in by_node.values()))}
-    uneven = []
-    for c, share in shares.items():
-        gaps = {n: share[n] - sum(s[n] for s in shares.values()) / len(shares) for n in by_node}
-        if any(abs(g) > UNEVEN_SHARE for g in gaps.values()):
-            uneven.append({"candidate": c, "share_by_node": {n: round(v, 4) for n, v in sorted(share.items())}})
-    lost_kinds = ("node_lost", "worker_lost")
-    lost = sum(a.kind in lost_kinds for r in rows for a in r.previous_attempts) \
-        + sum(r.verdict.kind in lost_kinds for r in rows)
-    unknown = sum(r.cost.unknown_attempts for r in rows)
-    machines: dict[str, set] = defaultdict(set)  # one name should be one machine
-    for r in rows:
-        node = r.node or {}
-        machines[node.get("name") or "unknown"].add(tuple(node.get(k) for k in ("hostname", "cpu_model", "cpus",
-                                                                                  "memory_mb", "kernel")))
-    return {"by_node": dict(sorted(by_node.items())), "blocks": len(blocks),
-            "split_blocks": sorted(b for b, names in attempts.items() if len(names) > 1),
-            "blocks_with_pairs_apart": sorted(b for b, names in blocks.items() if len(names) > 1),
-            "uneven_candidates": uneven, "lost_attempts": lost,
-            "names_covering_several_machines": sorted(n for n, m in machines.items() if len(m) > 1),
-            "attempts_with_unknown_cost": unknown,
-            "unknown_cost_at_most_usd": round(unknown * max_cost_usd, 6)}
-
-
 def _count(items) -> dict[str, int]:
     c: dict[str, int] = defaultdict(int)
     for i in items:
@@ -194,70 +133,6 @@ def _per_task_values(rows: list[TrialResult], m: Manifest) -> dict[str, float]:
     metric, k = m.analysis.primary_metric, m.analysis.k[0]
     per_task = _per_task(rows, set(m.analysis.exclusions))
     return {t: v for t, (n, c) in per_task.items() if (v := _task_metric(metric, n, c, k)) is not None}
-
-
-def _adoption(report: dict[str, Any], by_cand: dict[str, list[TrialResult]], m: Manifest, cluster_of: dict[str, str]) -> dict[str, Any]:
-    rule = m.analysis.adoption
-    if rule is None:
-        return {"decision": "NONE", "reasons": ["no adoption rule was declared"]}
-    if report["run"]["provisional"]:
-        return {"decision": "NONE", "reasons": ["the run is unfinished: the report is provisional and decides nothing"]}
-    comp = next(c for c in report["comparisons"] if c["candidate"] == rule.candidate and c["baseline"] == rule.baseline)
-    diff, reasons = comp["difference"], []
-    clusters = report["intervals"]["clusters"]
-    if clusters < MIN_CLUSTERS:
-        return {"decision": "INCONCLUSIVE",
-                "reasons": [f"only {clusters} cluster(s): no interval was shown to hold its coverage below "
-                            f"{MIN_CLUSTERS}, so no decision is made on them"]}
-    blocked = sorted({c.name for r in by_cand[rule.candidate] for c in r.verdict.criteria
-                      if c.name in rule.blocking_criteria and not c.passed})
-    cost = report["candidates"][rule.candidate]["cost_per_accepted_usd"]
-    bound = rule.max_cost_per_accepted_usd
-    reject, adopt = [], []
-    if diff["interval"] is None:
-        reasons.append("the difference has no interval")
-    elif diff["interval"][1] < rule.min_delta:
-        reject.append(f"the difference's interval {diff['interval']} lies below min_delta {rule.min_delta}")
-    elif diff["interval"][0] > rule.min_delta:
-        adopt.append(f"the difference's interval {diff['interval']} lies above min_delta {rule.min_delta}")
-    else:
-        reasons.append(f"the difference's interval {diff['interval']} contains min_delta {rule.min_delta}")
-    if bound is not None:
-        if cost["value"] is None:
-            reject.append("no accepted trial: the cost per accepted run is unbounded")
-        elif cost["interval"] is None:
-            reasons.append("the cost per accepted run has no interval")
-        elif cost["interval"][0] > bound:
-            reject.append(f"the cost per accepted interval {cost['interval']} lies above {bound}")
-        elif cost["interval"][1] < bound and (short := _cost_is_lower_bound(report["candidates"][rule.candidate])):
-            reasons.append(f"the cost per accepted interval {cost['interval']} lies below {bound}, but it is a lower "
-                           f"bound: {short}")
-        elif cost["interval"][1] < bound:
-            unpriced = report["candidates"][rule.candidate]["cost"]["unpriced"]
-            adopt.append(f"the cost per accepted interval {cost['interval']} lies below {bound}" + (
-                f" (with {', '.join(sorted(unpriced))} counted as $0: no price was declared)" if unpriced else ""))
-        else:
-            reasons.append(f"the cost per accepted interval {cost['interval']} contains {bound}")
-    if blocked:
-        reject.append(f"blocking criteria failed in some trial: {blocked}")
-    if reject:
-        return {"decision": "REJECT", "reasons": reject + reasons}
-    needed = 1 + (bound is not None)
-    if len(adopt) == needed:
-        return {"decision": "ADOPT", "reasons": adopt}
-    return {"decision": "INCONCLUSIVE", "reasons": reasons + adopt}
-
-
-def _cost_is_lower_bound(c: dict[str, Any]) -> str | None:
-    """Why a candidate's cost is only a lower bound of what was spent (spend lost with a node, containers that
-    could not be measured), or None: the cost bound is never passed on such a figure. A quantity the manifest
-    left unpriced is not among them: it is zero by the manifest's own declaration, and named beside."""
-    why = []
-    if c["attempts_with_unknown_cost"]:
-        why.append(f"{c['attempts_with_unknown_cost']} attempt(s)' spend was lost with their node")
-    if c["cost"]["unmeasured_attempts"]:
-        why.append(f"{c['cost']['unmeasured_attempts']} container run(s) could not be measured")
-    return "; ".join(why) or None
 
 
 def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], cluster: dict[str, str],
@@ -286,28 +161,43 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
         "confidence": m.analysis.confidence, "primary_metric": f"{m.analysis.primary_metric}@{m.analysis.k[0]}",
         "warnings": [w for w in [few_clusters_warning(list({cluster_of[t] for t in cluster_of}))] if w],
         "intervals": interval_note(len({cluster_of[t] for t in cluster_of})),
-        "saturation": _saturation(rows),
-        "nodes": _nodes(rows, [c.name for c in m.candidates], m.execution.max_cost_usd),
+        "saturation": saturation(rows),
+        "nodes": by_node(rows, [c.name for c in m.candidates], m.execution.max_cost_usd),
         "candidates": {name: _candidate(rs, m, cluster_of, difficulty, costs) for name, rs in by_cand.items()},
         "costs": _costs_section(lock, m),
         "comparisons": [], "trials": [_trial(r, m, costs[r.id]) for r in rows]}
-    nodes = report["nodes"]
+    report["warnings"] += _node_warnings(report["nodes"])
+    _compare(report, by_cand, m, cluster_of)
+    report["ablations"] = [_ablation(c, m.baseline, by_cand, m, cluster_of) for c in m.candidates if c.ablation_of]
+    report["warnings"] += _cost_warnings(report, m, repriced)
+    report["adoption"] = adoption(report, by_cand, m, cluster_of) if rows else {"decision": "NONE", "reasons": ["no trial"]}
+    return report
+
+
+def _node_warnings(nodes: dict[str, Any]) -> list[str]:
+    out: list[str] = []
     if nodes["attempts_with_unknown_cost"]:
-        report["warnings"].append(
+        out.append(
             f"{nodes['attempts_with_unknown_cost']} attempt(s) were lost with their node and their spend with them: "
             f"every cost is a lower bound (missing about ${nodes['unknown_cost_at_most_usd']:.2f} at most: "
             "max_cost_usd each, plus the call that crossed it)")
     if nodes["split_blocks"]:
-        report["warnings"].append(
+        out.append(
             f"{len(nodes['split_blocks'])} of {nodes['blocks']} block(s) split: some attempt ran on another node "
             f"than the rest; in {len(nodes['blocks_with_pairs_apart'])} the recorded paired trials ran on different "
             "nodes")
     for name in nodes["names_covering_several_machines"]:
-        report["warnings"].append(f"node name {name!r} was used by machines with different hardware: results by "
+        out.append(f"node name {name!r} was used by machines with different hardware: results by "
                                   "node and split blocks cannot tell them apart")
     for u in nodes["uneven_candidates"]:
-        report["warnings"].append(f"candidate {u['candidate']} was spread over the nodes unlike the others: "
+        out.append(f"candidate {u['candidate']} was spread over the nodes unlike the others: "
                                   f"{u['share_by_node']}")
+    return out
+
+
+def _compare(report: dict[str, Any], by_cand: dict[str, list[TrialResult]], m: Manifest,
+             cluster_of: dict[str, str]) -> None:
+    """Each candidate against the baseline, paired per task, on the tasks both have the trials the metric needs."""
     baseline = m.baseline
     base = _per_task_values(by_cand[baseline], m)
     for c in m.candidates:
@@ -329,23 +219,25 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
                 "why": f"a task counts only where both candidates have the trials {report['primary_metric']} needs"},
             "sample_size_hint": (sample_size_hint([cand[t] - base[t] for t in tasks], m.analysis.min_effect,
                                                   m.analysis.confidence) if m.analysis.min_effect else None)})
-    report["ablations"] = [_ablation(c, baseline, by_cand, m, cluster_of) for c in m.candidates if c.ablation_of]
+
+
+def _cost_warnings(report: dict[str, Any], m: Manifest, repriced: bool) -> list[str]:
+    out: list[str] = []
     if repriced:
-        report["warnings"].append("the manifest's costs section differs from the run's lock: every cost here is "
+        out.append("the manifest's costs section differs from the run's lock: every cost here is "
                                   f"priced with the lock's (version {m.costs.version})")
     if m.costs.tool_call_usd and any(c.agent == "command" for c in m.candidates):
-        report["warnings"].append("tool prices apply to calls of trialbox's tool contract; a command agent's own "
+        out.append("tool prices apply to calls of trialbox's tool contract; a command agent's own "
                                   "tools run inside its container unseen, so its priced tools count as $0 (their "
                                   "compute is in its CPU and memory)")
     for name, c in report["candidates"].items():
         if (w := unpriced_warning(name, c["cost"]["unpriced"], m.costs)) is not None:
-            report["warnings"].append(w)
+            out.append(w)
         if c["cost"]["unmeasured_attempts"]:
-            report["warnings"].append(
+            out.append(
                 f"{name}: the CPU time and memory-time of {c['cost']['unmeasured_attempts']} container run(s) could not "
                 "be measured (a node lost, or neither the cgroup nor the engine answered): counted as $0")
-    report["adoption"] = _adoption(report, by_cand, m, cluster_of) if rows else {"decision": "NONE", "reasons": ["no trial"]}
-    return report
+    return out
 
 
 def _ablation(c, baseline: str, by_cand: dict[str, list[TrialResult]], m: Manifest, cluster_of: dict[str, str]) -> dict[str, Any]:
