@@ -45,7 +45,8 @@ from .tasks import Task
 from .summary import money
 from .textsafe import printable
 from .log import get_logger
-from .result import PreviousAttempt, TrialResult
+from .result import TrialResult
+from .resultparts import PreviousAttempt
 from .trial import TrialSpec
 
 log = get_logger("job")

@@ -37,7 +37,8 @@ from .hashing import tree_sha256
 from .log import get_logger
 from .manifest import EnvironmentConfig, LoadedManifest
 from .prepare import Prepared, prepare
-from .result import AgentRun, AttemptUsage, Conditions, PreviousAttempt, TrialResult
+from .result import TrialResult
+from .resultparts import AgentRun, AttemptUsage, Conditions, PreviousAttempt
 from .sandbox.base import SandboxHost, SandboxSpec
 from .sandbox.meter import Usage
 from .store import AttemptPaths, RunPaths, slug
