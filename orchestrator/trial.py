@@ -1,5 +1,16 @@
-"""One trial end to end: sandbox → agent → stop → export → grade → ``TrialResult``.
+"""One trial end to end, as stages, each in the module named for it and each taking and returning a type:
 
+1. **prepare** (``prepare.prepare``): ``TrialSpec`` → ``Prepared``: the repository at its commit once, the
+   sandbox spec fully resolved, the trial's canaries;
+2. **agent** (``agents.session.agent_session``): the sandbox from the ``SandboxHost``'s factory, the agent run in
+   it through the tool contract, every call recorded on the host;
+3. **stop** (``stops``): how the agent's run ended, typed (``AgentResult`` → ``resultparts.AgentRun``);
+4. **export** (``grading.export.export_workspace``): the stopped sandbox's workspace as data (``grading.tree.Tree``);
+5. **grade** (``grading.grade.grade_trial``, which ``regrade`` and ``tasks check`` call too): the ``Verdict``;
+6. **record** (``write_result``): the ``result.TrialResult`` in the attempt's folder; the run loop records it in
+   the store.
+
+The trial id is bound to the log context for the whole trial, grading included.
 ``run_trial`` never raises for the agent's failure: whatever the agent did,
 the trial ends with a verdict. Infrastructure failures (the sandbox cannot
 start, the grader is broken) become ``infra_error`` verdicts with their kind.
