@@ -10,19 +10,14 @@ process. The only writable paths are the workspace (an ext4 loop disk of
 ``disk_limit_mb``), ``/tmp`` and ``$HOME`` (tmpfs of ``tmp_limit_mb``, counted as
 memory) and ``/dev/shm`` (64 MiB tmpfs).
 
-``exec`` runs the command with a per-call marker in its environment (the
-engine already starts every exec in a session of its own). On timeout a second exec, as the same user, kills every process
-carrying the marker and every process in their sessions (background children
-included, even ones that called setsid again); it repeats until none is left.
+Its commands are ``dockerexec.DockerExec``'s, its files ``dockerfiles.DockerFiles``'.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -32,51 +27,17 @@ import docker.types
 import docker.utils
 
 from ..engine import MANAGED_LABEL, LABEL_PREFIX, docker_errors
-from ..errors import ImageNotFound, OutputLost, RuntimeUnavailable, SandboxBroken, SandboxError
+from ..errors import ImageNotFound, RuntimeUnavailable, SandboxBroken, SandboxError
 from ..log import get_logger
 from ..settings import load_settings
+from .dockerexec import DockerExec
 from .dockerfiles import DockerFiles, uid_gid
-from .base import CAPTURE_BYTES, ExecResult, Sandbox, SandboxFactory, SandboxHost, SandboxInfo, SandboxSpec
+from .base import Sandbox, SandboxFactory, SandboxHost, SandboxInfo, SandboxSpec
 from .disks import LoopDisk, create_disk, destroy_disk
 from .meter import Meter, Usage
 
 GVISOR_THREAD_HEADROOM = 512
-MARKER_VAR = "TRIALBOX_EXEC"
 log = get_logger("sandbox")
-
-# Kills every process carrying the marker, and every process in their sessions,
-# until a pass finds none. bash builtins only (read, kill, globbing): it forks
-# nothing, so it still works when a fork bomb holds every pid the cgroup allows.
-KILL_SCRIPT = r"""
-m="$1"; me=$$
-for pass in $(eval echo {1..60}); do
-  found=""; sids=" "
-  for d in /proc/[0-9]*; do
-    p=${d#/proc/}
-    [ "$p" = "$me" ] && continue
-    while IFS= read -r -d '' kv; do
-      if [ "$kv" = "$m" ]; then
-        found="$found $p"
-        if read -r st < "$d/stat"; then
-          set -- ${st##*) }
-          [ "${4:-0}" -gt 1 ] && sids="$sids$4 "
-        fi
-        break
-      fi
-    done < "$d/environ" 2>/dev/null
-  done
-  for d in /proc/[0-9]*; do
-    p=${d#/proc/}
-    [ "$p" = "$me" ] && continue
-    read -r st < "$d/stat" 2>/dev/null || continue
-    set -- ${st##*) }
-    case "$sids" in *" ${4:-x} "*) found="$found $p" ;; esac
-  done
-  [ -z "$found" ] && exit 0
-  kill -9 $found 2>/dev/null
-done
-exit 1
-"""
 
 
 def owner_label() -> str:
@@ -93,8 +54,9 @@ def process_start(pid: int) -> str:
         return ""
 
 
-class DockerSandbox(DockerFiles, Sandbox):
-    """A sandbox in a fresh container on a local Docker engine (its files: ``DockerFiles``)."""
+class DockerSandbox(DockerExec, DockerFiles, Sandbox):
+    """A sandbox in a fresh container on a local Docker engine (its commands: ``DockerExec``; its files:
+    ``DockerFiles``)."""
 
     def __init__(self, spec: SandboxSpec, client: docker.DockerClient) -> None:
         if not spec.image_id.startswith("sha256:"):
@@ -254,125 +216,6 @@ class DockerSandbox(DockerFiles, Sandbox):
             raise SandboxError("sandbox not started", container=self.spec.name)
         return self.container
 
-    def _exec_create(self, cmd: list[str], user: str, env: dict[str, str], cwd: str) -> str:
-        container = self._require()
-        try:
-            return self._stream_api.exec_create(container.id, cmd, user=user, environment=env,
-                                                workdir=cwd, stdout=True, stderr=True)["Id"]
-        except docker.errors.APIError as exc:
-            if exc.status_code == 409 or not self.is_running():
-                raise SandboxBroken(f"sandbox no longer accepts commands: {exc.explanation}",
-                                    container=self.spec.name) from exc
-            raise SandboxError(f"exec refused: {exc.explanation}", container=self.spec.name) from exc
-
-    def exec(self, cmd: list[str], timeout: float | None = None, *, user: str | None = None,
-             env: dict[str, str] | None = None, cwd: str | None = None) -> ExecResult:
-        try:
-            return self._exec(cmd, timeout, user=user, env=env, cwd=cwd)
-        except SandboxBroken:
-            raise
-        except SandboxError as exc:
-            raise self._settled(exc) from exc
-
-    SETTLE_S = 15.0
-    SETTLE_CONFIRM_S = 1.0
-    """How long an engine error under a command waits for the sandbox's state to settle (see ``_settled``)."""
-
-    def _settled(self, exc: SandboxError) -> SandboxError:
-        """Which fault an engine error under a command is: the sandbox's own death (the agent's, ``SandboxBroken``)
-        or the engine's (``exc`` itself). A sandbox whose init the agent killed goes away over a moment, and on a
-        loaded host the engine can answer "no such exec" or cut a stream before its state says "exited": so the
-        state is watched until it settles: exited (broken), running and running commands (the engine's error),
-        running but refusing every command for ``SETTLE_S`` (broken: unresponsive)."""
-        t0 = time.monotonic()
-        while True:
-            try:
-                running: bool | None = self.is_running()
-            except SandboxError:
-                running = None  # the engine does not answer: not the sandbox's to decide
-            if running is False:
-                return self._broken()
-            if running and self._responds():
-                if time.monotonic() - t0 >= self.SETTLE_CONFIRM_S:
-                    return exc  # still running commands a moment later: the engine failed, not the sandbox
-                time.sleep(0.25)
-                continue
-            if time.monotonic() - t0 > self.SETTLE_S:
-                if running is None:
-                    return exc
-                return SandboxBroken(f"the sandbox stopped running commands ({exc.message})",
-                                     container=self.spec.name, reason="unresponsive")
-            time.sleep(0.25)
-
-    def _exec(self, cmd: list[str], timeout: float | None = None, *, user: str | None = None,
-              env: dict[str, str] | None = None, cwd: str | None = None) -> ExecResult:
-        marker = uuid.uuid4().hex
-        full_env = {"HOME": self.spec.home, **self.spec.env, **(env or {}), MARKER_VAR: marker}
-        user = user or self.spec.user
-        oom_before = self.oom_kill_count() if self._tracks_oom() else None
-        t0 = time.monotonic()
-        exec_id = self._exec_create(list(cmd), user, full_env, cwd or self.spec.workdir)
-        out, err = _Capture(), _Capture()
-        failure: list[BaseException] = []
-
-        def pump() -> None:
-            try:
-                for o, e in self._stream_api.exec_start(exec_id, stream=True, demux=True):
-                    out.add(o)
-                    err.add(e)
-            except BaseException as exc:  # surfaced below
-                failure.append(exc)
-
-        reader = threading.Thread(target=pump, daemon=True, name=f"exec-{marker[:8]}")
-        reader.start()
-        timed_out = self._wait(reader, t0, timeout)
-        if timed_out:
-            self._kill_marked(marker, user)
-            reader.join(10)
-            if reader.is_alive():
-                raise SandboxBroken("a timed-out command could not be stopped", container=self.spec.name,
-                                    reason="unresponsive")
-        duration = time.monotonic() - t0
-        with docker_errors(self.spec.name):
-            exit_code = self._stream_api.exec_inspect(exec_id).get("ExitCode")
-        if failure and not timed_out:
-            if not self.is_running():
-                raise self._broken()
-            # the output stream broke while the sandbox lives: what was captured cannot be trusted
-            raise OutputLost(f"the output of {cmd[0]!r} was cut off: {failure[0]!r}"[:500], container=self.spec.name)
-        oom = False
-        if oom_before is not None:
-            after = self.oom_kill_count()
-            oom = after is not None and after > oom_before
-        # The engine reports an exec it could not run or finish (the sandbox died under
-        # it) as exit code 126 or 128 with its message as output: confirm with a probe.
-        if exit_code in (126, 128) and not self._responds():
-            raise self._broken(oom)
-        return ExecResult(exit_code, out.data(), err.data(), out.size, err.size, timed_out, duration, oom)
-
-    def _wait(self, reader: threading.Thread, t0: float, timeout: float | None) -> bool:
-        """Wait for a command's output to end; True on timeout. A dead sandbox raises ``SandboxBroken``."""
-        last_check = t0
-        while True:
-            reader.join(0.25)
-            if not reader.is_alive():
-                return False
-            now = time.monotonic()
-            if timeout is not None and now - t0 >= timeout:
-                return True
-            if now - last_check >= 1.0:
-                last_check = now
-                if not self.is_running():
-                    raise self._broken()
-
-    def _responds(self) -> bool:
-        """Whether a trivial command still runs (the engine reports exec failures as output)."""
-        try:
-            res = self._require().exec_run(["true"], user=self.spec.user)
-        except docker.errors.APIError:
-            return False
-        return res.exit_code == 0
-
     def _broken(self, oom: bool = False) -> SandboxBroken:
         """The error for a sandbox whose init died, telling an OOM kill apart."""
         self.is_running()  # refresh the state
@@ -417,27 +260,6 @@ class DockerSandbox(DockerFiles, Sandbox):
                 continue
         return None
 
-    def _kill_marked(self, marker: str, user: str) -> None:
-        """Kill every process of one exec (see KILL_SCRIPT); escalate to stopping PID 1."""
-        for attempt in range(20):
-            try:
-                res = self.container.exec_run(["bash", "-c", KILL_SCRIPT, "kill", f"{MARKER_VAR}={marker}"],
-                                              user=user, environment={"PATH": "/usr/bin:/bin"})
-                if res.exit_code == 0:
-                    return
-            except docker.errors.APIError:
-                pass
-            time.sleep(0.1)
-        if not self.is_running():
-            raise self._broken()
-        log.warning("could not kill a timed-out command inside; killing the sandbox", sandbox=self.spec.name)
-        try:
-            self.container.kill()
-        except docker.errors.APIError:
-            pass
-        raise SandboxBroken("a timed-out command could not be killed; the sandbox was stopped",
-                            container=self.spec.name, reason="unresponsive")
-
     def oom_kill_count(self) -> int | None:
         host = self._host_cgroup_oom()
         if host is not None:
@@ -454,28 +276,6 @@ class DockerSandbox(DockerFiles, Sandbox):
             if key == "oom_kill" and value.strip().isdigit():
                 return int(value)
         return None
-
-
-
-class _Capture:
-    """Keeps the first CAPTURE_BYTES of a stream and counts the rest."""
-
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-        self.kept = 0
-        self.size = 0
-
-    def add(self, chunk: bytes | None) -> None:
-        if not chunk:
-            return
-        self.size += len(chunk)
-        room = CAPTURE_BYTES - self.kept
-        if room > 0:
-            self.parts.append(chunk[:room])
-            self.kept += min(room, len(chunk))
-
-    def data(self) -> bytes:
-        return b"".join(self.parts)
 
 
 def docker_sandboxes(client: docker.DockerClient) -> SandboxFactory:
