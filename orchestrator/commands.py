@@ -111,7 +111,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 @with_scripted_model
 def cmd_regrade(args: argparse.Namespace) -> int:
-    from .job import regrade_run
+    from .rerun import regrade_run
 
     paths = run_paths(args.run)
     loaded, tasks = run_manifest(paths, args.manifest)
@@ -148,7 +148,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 @with_scripted_model
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from .job import reproduce_run
+    from .rerun import reproduce_run
 
     paths = run_paths(args.run)
     loaded, tasks = run_manifest(paths)
@@ -168,7 +168,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     import yaml
 
     from .errors import ConfigError
-    from .job import calibrate_run
+    from .rerun import calibrate_run
 
     try:
         labels = yaml.safe_load(Path(args.labels).read_text())

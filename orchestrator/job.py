@@ -1,4 +1,4 @@
-"""Many trials: ``trialbox run``, ``regrade`` and ``reproduce``.
+"""Many trials: ``trialbox run`` (``rerun`` holds ``regrade``, ``calibrate`` and ``reproduce``).
 
 A run refuses to start on a drifted lock (every drifted identifier named),
 copies the manifest and lock into its run folder, removes leftovers of
@@ -26,19 +26,13 @@ import docker
 from .agents import BudgetLimits
 from .backends import Backend, choose, open_backend
 from .costs import trial_cost
-from .engine import RUN_LABEL
 from .errors import Cancelled, DriftError, LockError
 from .events import read_events
-from .grading.tree import tree_from_tar
-from .grading.grade import grade_trial
-from .grading.judge import calibrate, make_judge
-from .grading.runner import GraderLimits
+from .grading.judge import make_judge
 from .hashing import sha256_file
 from .lock import check_lock, lock_path, read_lock, resolve_lock, write_lock
 from .manifest import CostsConfig, LoadedManifest
 from .plan import arrangement, plan
-from .repos import materialize
-from .sandbox.docker import docker_sandboxes
 from .settings import load_settings
 from .store import RunPaths, Store
 from .tasks import Task
@@ -173,7 +167,6 @@ def _record(store: Store, paths: RunPaths, spec: TrialSpec, result: TrialResult)
     store.record(result, read_events(events_file) if events_file.exists() else [])
 
 
-
 def charged(result: TrialResult, max_cost_usd: float, costs: CostsConfig | None = None) -> float:
     """What a result counts against the run's cost cap: its whole known cost (models, and with ``costs`` its
     priced tools, machines and human time), and ``max_cost_usd`` for every attempt whose spend was lost (so the
@@ -279,78 +272,6 @@ def _harness_failure(spec: TrialSpec, exc: BaseException, paths: RunPaths,
     return ended_attempt(spec, infra_verdict("harness", repr(exc)[:500]), spent, node, folder)
 
 
-def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient,
-                say: Callable[[str], None] = print) -> int:
-    """Grade every stored final workspace again with the current graders; returns how many verdicts changed."""
-    by_id = {t.id: t for t in tasks}
-    originals: dict[str, Any] = {}  # the trusted original tree, read once per task
-    judge = make_judge(loaded)
-    store = Store(paths)
-    changed = 0
-    try:
-        for row in store.trials():
-            task = by_id[row.task]
-            folder = paths.attempt(row.id, row.attempt)
-            if row.agent is None or row.agent.stop_reason is None or not folder.final_workspace.exists():
-                continue  # the attempt never stopped an agent or left no workspace: nothing to grade
-            final = tree_from_tar(folder.final_workspace)
-            if task.id not in originals:
-                originals[task.id] = tree_from_tar(materialize(task, load_settings().repos_dir).tar_path)
-            cand = next(c for c in loaded.manifest.candidates if c.name == row.candidate)
-            graded = grade_trial(docker_sandboxes(client), row.image_id, task, originals[task.id], final,
-                                 read_events(folder.events), row.agent.agent_result(row.cost.model_usd or 0.0),
-                                 json.loads(folder.canaries.read_text()), loaded.manifest.environment.network_policy,
-                                 cand.agent, GraderLimits.for_environment(loaded.manifest.environment),
-                                 f"tb-{paths.key[:12]}-rg", judge, row.id, {RUN_LABEL: paths.key},
-                                 setup_outputs=row.setup_outputs)
-            verdict = graded.verdict  # its grader_version names the grader folder's content, as a run's
-            changed += verdict.outcome is not row.outcome
-            store.regrade(row.id, verdict)
-            say(f"{row.id:50s} {row.outcome.value} -> {verdict.outcome.value}  ({verdict.grader_version})")
-    finally:
-        store.close()
-    return changed
+__all__ = ["run_experiment", "ensure_lock"]
 
 
-__all__ = ["run_experiment", "regrade_run", "ensure_lock"]
-
-
-def calibrate_run(paths: RunPaths, labels: dict[str, str]) -> dict[str, Any]:
-    """The judge's answers in a run against human labels (trial id → pass | fail)."""
-    store = Store(paths)
-    try:
-        judged = {}
-        for row in store.trials():
-            for c in row.verdict.criteria:
-                if c.name == "semantic_judge":
-                    judged[row.id] = c.evidence["verdict"]
-    finally:
-        store.close()
-    return calibrate(judged, labels)
-
-
-def reproduce_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, out: Path,
-                  say: Callable[[str], None] = print, backend: str | None = None,
-                  ray_address: str | None = None, unchecked: bool = False) -> list[str]:
-    """Run the experiment again from the run's lock into ``out``; ``DriftError`` lists anything that drifted.
-
-    Returns the trials whose verdict differs from the original run's."""
-    from .lock import drift
-
-    locked = json.loads(paths.lock.read_text())
-    current = resolve_lock(loaded, tasks, client, load_settings())
-    drifted = drift(locked, current)
-    if drifted:
-        raise DriftError(drifted)
-    if lock_path(loaded.path).exists():
-        lock_path(loaded.path).unlink()  # the run's lock is the reference: write it as the manifest's lock
-    lock_path(loaded.path).write_text(json.dumps(locked, indent=2, sort_keys=True) + "\n")
-    run_experiment(loaded, tasks, client, out, say, backend, ray_address, unchecked)
-    before, after = Store(paths), Store(RunPaths(out))
-    try:
-        old = {r.id: (r.outcome, r.verdict.reasons) for r in before.trials()}
-        new = {r.id: (r.outcome, r.verdict.reasons) for r in after.trials()}
-    finally:
-        before.close()
-        after.close()
-    return sorted(t for t in old.keys() | new.keys() if old.get(t) != new.get(t))

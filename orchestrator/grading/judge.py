@@ -15,7 +15,7 @@ judge answers with human labels.
 
 from __future__ import annotations
 
-from ..stats import MAX_CALIBRATION_WIDTH, cases_for_width, exact_binomial_interval
+from ..distributions import MAX_CALIBRATION_WIDTH, cases_for_width, exact_binomial_interval
 
 import json
 import re

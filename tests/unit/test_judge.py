@@ -88,7 +88,7 @@ def test_calibration_says_how_sure_it_is():
 
 
 def test_exact_interval_never_covers_less_than_nominal():
-    from orchestrator.stats import exact_binomial_interval
+    from orchestrator.distributions import exact_binomial_interval
     from math import comb
     for n in (5, 12, 30):
         for p in (0.02, 0.2, 0.5, 0.9):
