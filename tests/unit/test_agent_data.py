@@ -17,6 +17,7 @@ import pytest
 
 from orchestrator.events import EventLog, read_events, verify_events
 from orchestrator import canaries as S
+from orchestrator import canaryscan as C
 from orchestrator.grading.export import _pieces, parse_listing
 from orchestrator.grading.tree import Tree, resolve
 from orchestrator.textsafe import path_bytes, recordable, recordable_data
@@ -88,22 +89,22 @@ CANARY = S.new_canaries().values
     ("base64, reversed", base64.b64encode(CANARY[0].encode())[::-1]),
 ])
 def test_canaries_are_found_however_they_are_wrapped(name, blob):
-    assert CANARY[0] in S.scan(CANARY, [blob]).found, name
+    assert CANARY[0] in C.scan(CANARY, [blob]).found, name
 
 
 def test_zip_members_and_split_files():
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("inner/notes.txt", "x" * 1000 + CANARY[1])
-    assert CANARY[1] in S.scan(CANARY, [b"prefix" + buf.getvalue()]).found
+    assert CANARY[1] in C.scan(CANARY, [b"prefix" + buf.getvalue()]).found
     half = len(CANARY[2]) // 2
-    assert S.scan(CANARY, [CANARY[2][:half].encode(), CANARY[2][half:].encode()]).found == {CANARY[2]}
+    assert C.scan(CANARY, [CANARY[2][:half].encode(), CANARY[2][half:].encode()]).found == {CANARY[2]}
 
 
 def test_honest_content_finds_nothing_and_hex_noise_is_not_a_fragment():
     src = (b"def f(x):\n    return x + 1\n" * 2000) + bytes(range(256)) * 100
     noise = b"".join(hashlib_hex(i) for i in range(2000))
-    assert S.scan(CANARY, [src, noise]).found == set()
+    assert C.scan(CANARY, [src, noise]).found == set()
 
 
 def hashlib_hex(i: int) -> bytes:
@@ -112,9 +113,9 @@ def hashlib_hex(i: int) -> bytes:
 
 
 def test_a_decompression_bomb_stops_at_its_bound_and_says_so():
-    bounds = S.ScanBounds(max_stream_bytes=1 << 20, max_total_bytes=4 << 20)
+    bounds = C.ScanBounds(max_stream_bytes=1 << 20, max_total_bytes=4 << 20)
     bomb = zlib.compress(bytes(64 << 20)) + zlib.compress(b"\0" * (8 << 20) + CANARY[0].encode())
-    scan = S.scan(CANARY, [bomb], bounds)
+    scan = C.scan(CANARY, [bomb], bounds)
     assert CANARY[0] not in scan.found  # beyond the bound: not seen, and the scan says it stopped
     assert any("decompresses to more than" in b for b in scan.bounds_reached)
     assert scan.decoded_bytes <= bounds.max_total_bytes
@@ -124,7 +125,7 @@ def test_the_depth_bound_is_recorded():
     nested = CANARY[0].encode()
     for _ in range(6):  # each layer compressible, so deflate codes the layer below: never a stored block holding
         nested = gzip.compress(b"A" * 2000 + nested)  # it verbatim (which one decompression would reach: 1 in 300)
-    scan = S.scan(CANARY, [nested], S.ScanBounds(max_depth=3))
+    scan = C.scan(CANARY, [nested], C.ScanBounds(max_depth=3))
     assert CANARY[0] not in scan.found and any("layers" in b for b in scan.bounds_reached)
 
 
