@@ -26,7 +26,7 @@ import _common  # noqa: F401  (puts the repository on the path)
 from orchestrator.engine import connect
 from orchestrator.manifest import load_manifest
 from orchestrator.taskcheck import build_environments
-from orchestrator.tasks import load_tasks
+from orchestrator.taskload import load_tasks
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = Path(os.environ.get("TRIALBOX_BENCH_DIR", "/tmp/trialbox-bench")) / "env-reuse"

@@ -26,7 +26,7 @@ from orchestrator.repos import materialize
 from orchestrator.sandbox.base import SandboxSpec
 from orchestrator.sandbox.docker import DockerSandbox
 from orchestrator.settings import load_settings
-from orchestrator.tasks import load_tasks
+from orchestrator.taskload import load_tasks
 
 ROOT = Path(__file__).resolve().parent.parent
 

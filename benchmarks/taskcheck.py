@@ -25,7 +25,7 @@ from _common import report
 from orchestrator.engine import connect
 from orchestrator.manifest import load_manifest
 from orchestrator.taskcheck import build_environments, check_tasks
-from orchestrator.tasks import load_tasks
+from orchestrator.taskload import load_tasks
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = Path(os.environ.get("TRIALBOX_BENCH_DIR", "/tmp/trialbox-bench")) / "taskcheck"

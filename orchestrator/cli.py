@@ -25,7 +25,7 @@ from .errors import TrialboxError, ValidationFailed
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from .loading import parse_manifest
-    from .tasks import collect_tasks
+    from .taskload import collect_tasks
 
     status = 0
     for path in args.manifest:

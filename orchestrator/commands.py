@@ -36,7 +36,7 @@ def connect_engine():
 
 def load_all(path: Path):
     from .loading import load_manifest
-    from .tasks import load_tasks
+    from .taskload import load_tasks
 
     loaded = load_manifest(path)
     return loaded, load_tasks(loaded)
@@ -73,7 +73,7 @@ def with_scripted_model(command):
 def run_manifest(paths, override: str | None = None):
     """The manifest a run used, from where it was (its relative paths resolve there), or ``override``."""
     from .loading import load_manifest
-    from .tasks import load_tasks
+    from .taskload import load_tasks
 
     source = json.loads(paths.source.read_text())["manifest"] if paths.source.exists() else paths.manifest
     loaded = load_manifest(Path(override or source))

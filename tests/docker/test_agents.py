@@ -15,7 +15,7 @@ from orchestrator.loading import load_manifest
 from orchestrator.sandbox.base import SandboxSpec
 from orchestrator.prepare import prepare
 from orchestrator.sandbox.docker import docker_sandboxes
-from orchestrator.tasks import load_tasks
+from orchestrator.taskload import load_tasks
 
 from .conftest import unique_name
 from .test_sandbox_conformance import PROBE, Listener

@@ -20,7 +20,7 @@ from orchestrator.sandbox.base import SandboxSpec
 from orchestrator.sandbox.docker import DockerSandbox, owner_label
 from orchestrator.sandbox.gc import collect_garbage
 from orchestrator.settings import load_settings
-from orchestrator.tasks import load_tasks
+from orchestrator.taskload import load_tasks
 
 from .conftest import unique_name
 

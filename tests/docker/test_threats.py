@@ -16,7 +16,7 @@ from orchestrator.agents import BudgetLimits
 from orchestrator.manifest import ScriptCandidate
 from orchestrator.loading import load_manifest
 from orchestrator.store import RunPaths
-from orchestrator.tasks import load_tasks
+from orchestrator.taskload import load_tasks
 from orchestrator.trial import TrialSpec, run_trial
 from orchestrator.sandbox.docker import docker_host
 

@@ -11,7 +11,7 @@ from orchestrator.backends.ray import Membership, Node, RayBackend
 from orchestrator.backends.ray.bundle import bundle_paths, make_bundle, rebase_task
 from orchestrator.loading import load_manifest
 from orchestrator.repos import materialize
-from orchestrator.tasks import load_tasks
+from orchestrator.taskload import load_tasks
 from orchestrator.trial import TrialSpec
 
 

@@ -9,7 +9,7 @@ import tarfile
 from orchestrator.hashing import tree_sha256
 from orchestrator.loading import load_manifest
 from orchestrator.repos import materialize
-from orchestrator.tasks import load_tasks
+from orchestrator.taskload import load_tasks
 
 FUTURE_FIX = "14acc6d2c212ccbdd5c3b97b3e5462db0ede0ed5"  # the ledger bundle's commit after the task's
 

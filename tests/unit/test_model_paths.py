@@ -18,7 +18,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.events import EventLog, read_events, verify_events
 from orchestrator.manifest import ClaudeCandidate
 from orchestrator.loading import load_manifest
-from orchestrator.tasks import load_tasks
+from orchestrator.taskload import load_tasks
 
 SUBMIT = {"content": [{"type": "tool_use", "name": "submit", "input": {"summary": "done"}}]}
 

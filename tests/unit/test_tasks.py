@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from orchestrator.loading import load_manifest
-from orchestrator.tasks import collect_tasks
+from orchestrator.taskload import collect_tasks
 
 from .conftest import GRADER, TASK
 
