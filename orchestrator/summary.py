@@ -20,6 +20,23 @@ def money(x: float | None) -> str:
 
 
 def terminal(report: dict[str, Any]) -> str:
+    """The report for people: the run and its host, every candidate's figures, the comparisons, the decision."""
+    lines = _run_lines(report)
+    for name, c in report["candidates"].items():
+        lines += _candidate_lines(name, c)
+    lines += _comparison_lines(report)
+    a = report["adoption"]
+    lines.append(f"decision: {a['decision']}")
+    lines += [f"    {r}" for r in a["reasons"]]
+    return "\n".join(printable(line) for line in lines)  # one logical line each: nothing in a field forges a line
+
+
+def _estimate(e: dict[str, Any]) -> str:
+    return "n/a" if e["value"] is None else f"{e['value']:.3f}" + (
+        f" [{e['interval'][0]:.3f}, {e['interval'][1]:.3f}]" if e.get("interval") else "")
+
+
+def _run_lines(report: dict[str, Any]) -> list[str]:
     lines = [f"run {report['run']['id']}: {report['run']['finished_trials']}/{report['run']['planned_trials']} trials"
              + ("  (PROVISIONAL: unfinished)" if report["run"]["provisional"] else "")]
     if report["run"].get("stopped_by_cost_cap"):
@@ -47,27 +64,36 @@ def terminal(report: dict[str, Any]) -> str:
                          "measured coverage from " + f"{iv['coverage_table_clusters']} clusters: " + ", ".join(
                              f"{k} {v:.1%}" for k, v in measured.items()) if measured else
                          "no coverage was measured at so few clusters"))
-    fmt = lambda e: ("n/a" if e["value"] is None else f"{e['value']:.3f}" + (  # noqa: E731
-        f" [{e['interval'][0]:.3f}, {e['interval'][1]:.3f}]" if e.get("interval") else ""))
-    for name, c in report["candidates"].items():
-        lines.append(f"{name}: {c['n_accepted']}/{c['n_trials_in_denominator']} accepted"
-                     + (f" (of {c['n_trials']} trials; excluded {c['excluded']})" if c["excluded"] else "")
-                     + f", infra errors {c['infra_errors']}")
-        for k, e in c["pass_at_k"].items():
-            lines.append(f"    pass@{k} {fmt(e)}   pass^{k} {fmt(c['pass_hat_k'][k])}")
-        per = c["cost_per_accepted_usd"]
-        per_text = "n/a" if per["value"] is None else money(per["value"]) + (
-            f" [{money(per['interval'][0])}, {money(per['interval'][1])}]" if per.get("interval") else "")
-        lines.append(f"    cost {money(c['cost_usd_total'])}, per accepted run {per_text}"
-                     f"; latency p50 {c['latency_p50_s'] or 0:.1f}s p95 {c['latency_p95_s'] or 0:.1f}s")
-        split = c.get("cost") or {}
-        if split:
-            used = split["used"]
-            lines.append("    cost by kind: " + ", ".join(f"{k} {money(split['by_kind_usd'][k])}" for k in KINDS)
-                         + f" ({used['cpu_hours']:.3g} CPU-h, {used['memory_gib_hours']:.3g} GiB-h, "
-                           f"{used['interventions']} intervention(s) = " + (
-                               "minutes not declared)" if "interventions" in split["unpriced"]
-                               else f"{split['human_minutes']:g} human minutes)"))
+    return lines
+
+
+def _candidate_lines(name: str, c: dict[str, Any]) -> list[str]:
+    fmt = _estimate
+    lines: list[str] = []
+    lines.append(f"{name}: {c['n_accepted']}/{c['n_trials_in_denominator']} accepted"
+                 + (f" (of {c['n_trials']} trials; excluded {c['excluded']})" if c["excluded"] else "")
+                 + f", infra errors {c['infra_errors']}")
+    for k, e in c["pass_at_k"].items():
+        lines.append(f"    pass@{k} {fmt(e)}   pass^{k} {fmt(c['pass_hat_k'][k])}")
+    per = c["cost_per_accepted_usd"]
+    per_text = "n/a" if per["value"] is None else money(per["value"]) + (
+        f" [{money(per['interval'][0])}, {money(per['interval'][1])}]" if per.get("interval") else "")
+    lines.append(f"    cost {money(c['cost_usd_total'])}, per accepted run {per_text}"
+                 f"; latency p50 {c['latency_p50_s'] or 0:.1f}s p95 {c['latency_p95_s'] or 0:.1f}s")
+    split = c.get("cost") or {}
+    if split:
+        used = split["used"]
+        lines.append("    cost by kind: " + ", ".join(f"{k} {money(split['by_kind_usd'][k])}" for k in KINDS)
+                     + f" ({used['cpu_hours']:.3g} CPU-h, {used['memory_gib_hours']:.3g} GiB-h, "
+                       f"{used['interventions']} intervention(s) = " + (
+                           "minutes not declared)" if "interventions" in split["unpriced"]
+                           else f"{split['human_minutes']:g} human minutes)"))
+    return lines
+
+
+def _comparison_lines(report: dict[str, Any]) -> list[str]:
+    fmt = _estimate
+    lines: list[str] = []
     for comp in report["comparisons"]:
         lines.append(f"{comp['candidate']} − {comp['baseline']} ({comp['metric']}, {comp['paired_tasks']} paired tasks): "
                      f"{fmt(comp['difference'])}" + (f"; sample-size hint {comp['sample_size_hint']} tasks"
@@ -84,7 +110,6 @@ def terminal(report: dict[str, Any]) -> str:
         share = ab["share_persisting"]
         lines.append(f"    {ab['without']} adds {fmt(ab['component_adds'])}; share of the improvement that persists "
                      f"without it {fmt(share)}" + (f" ({share['reason']})" if share.get("reason") else ""))
-    a = report["adoption"]
-    lines.append(f"decision: {a['decision']}")
-    lines += [f"    {r}" for r in a["reasons"]]
-    return "\n".join(printable(line) for line in lines)  # one logical line each: nothing in a field forges a line
+    return lines
+
+
