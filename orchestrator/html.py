@@ -143,36 +143,7 @@ def render(report: dict[str, Any]) -> str:
     plots = [pass_plot(report, "pass_at_k", "pass@k"), pass_plot(report, "pass_hat_k", "pass^k"), cost_plot(report),
              latency_plot(report), paired_plot(report)]
     warnings = "".join(f"<p class='warn'>warning: {_esc(w)}</p>" for w in report["warnings"])
-    kinds = ("model", "tools", "cpu", "memory", "human")
-    cost_rows = "".join(
-        f"<tr><td>{_esc(n)}</td>" + "".join(f"<td>{_esc(money(c['cost']['by_kind_usd'][k]))}</td>" for k in kinds)
-        + f"<td>{_esc(money(c['cost']['total_usd']))}</td><td>{c['cost']['used']['cpu_hours']:.6f}</td>"
-        f"<td>{c['cost']['used']['memory_gib_hours']:.6f}</td><td>{_esc(c['cost']['human_minutes'])}</td>"
-        f"<td>{_esc(', '.join(c['cost']['unpriced']) or '–')}</td></tr>"
-        for n, c in report["candidates"].items() if c.get("cost"))
-    cost_table = ("<h2>Cost by kind</h2><table><tr><th>candidate</th>" + "".join(f"<th>{k}</th>" for k in kinds)
-                  + "<th>whole</th><th>CPU-hours</th><th>GiB-hours</th><th>human minutes</th><th>used without a price</th>"
-                  f"</tr>{cost_rows}</table>") if cost_rows else ""
-    fmt = lambda e: "n/a" if e.get("value") is None else f"{e['value']:.3f}" + (  # noqa: E731
-        f" [{e['interval'][0]:.3f}, {e['interval'][1]:.3f}]" if e.get("interval") else f" ({e.get('reason', 'no interval')})")
-    ablation_rows = "".join(
-        f"<tr><td>{_esc(ab['candidate'])}</td><td>{_esc(ab['full'])} without {_esc(ab['without'])}</td>"
-        f"<td>{_esc(ab['paired_tasks'])}</td><td>{_esc(fmt(ab['full_improvement']))}</td>"
-        f"<td>{_esc(fmt(ab['component_adds']))}</td><td>{_esc(fmt(ab['share_persisting']))}</td></tr>"
-        for ab in report.get("ablations") or [])
-    ablation_table = (f"<h2>Ablations (against {_esc(report['ablations'][0]['baseline'])})</h2><table><tr><th>ablation</th>"
-                      "<th>is</th><th>tasks</th><th>full − baseline</th><th>the component adds</th>"
-                      f"<th>share persisting without it</th></tr>{ablation_rows}</table>") if ablation_rows else ""
-    nodes = report.get("nodes") or {"by_node": {}}
-    node_rows = "".join(
-        f"<tr><td>{_esc(n)}</td><td>{_esc(e['hardware'].get('cpus'))} × {_esc(e['hardware'].get('cpu_model'))}, "
-        f"{_esc(e['hardware'].get('memory_mb'))} MiB, Docker {_esc(e['hardware'].get('docker'))}</td>"
-        f"<td>{_esc(e['accepted'])}/{_esc(e['trials'])}</td><td>"
-        + ", ".join(f"{_esc(c)} {_esc(v['accepted'])}/{_esc(v['trials'])}" for c, v in e["by_candidate"].items()) + "</td></tr>"
-        for n, e in nodes["by_node"].items())
-    node_table = (f"<h2>By node</h2><p>{len(nodes.get('split_blocks', []))}/{_esc(nodes.get('blocks', 0))} block(s) split "
-                  f"across nodes; {_esc(nodes.get('lost_attempts', 0))} attempt(s) lost with a node</p><table><tr><th>node</th>"
-                  f"<th>hardware</th><th>accepted</th><th>by candidate</th></tr>{node_rows}</table>")
+    cost_table, ablation_table, node_table = _cost_table(report), _ablation_table(report), _node_table(report)
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>trialbox report</title>
 <style>body{{font:14px system-ui,sans-serif;margin:24px;max-width:1100px}}figure{{display:inline-block;margin:8px}}
 figcaption{{font-weight:600;margin-bottom:4px}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px}}
@@ -197,3 +168,45 @@ window.addEventListener("load", () => {{
 }});
 </script></body></html>
 """
+
+
+def _cost_table(report: dict[str, Any]) -> str:
+    kinds = ("model", "tools", "cpu", "memory", "human")
+    cost_rows = "".join(
+        f"<tr><td>{_esc(n)}</td>" + "".join(f"<td>{_esc(money(c['cost']['by_kind_usd'][k]))}</td>" for k in kinds)
+        + f"<td>{_esc(money(c['cost']['total_usd']))}</td><td>{c['cost']['used']['cpu_hours']:.6f}</td>"
+        f"<td>{c['cost']['used']['memory_gib_hours']:.6f}</td><td>{_esc(c['cost']['human_minutes'])}</td>"
+        f"<td>{_esc(', '.join(c['cost']['unpriced']) or '–')}</td></tr>"
+        for n, c in report["candidates"].items() if c.get("cost"))
+    cost_table = ("<h2>Cost by kind</h2><table><tr><th>candidate</th>" + "".join(f"<th>{k}</th>" for k in kinds)
+                  + "<th>whole</th><th>CPU-hours</th><th>GiB-hours</th><th>human minutes</th><th>used without a price</th>"
+                  f"</tr>{cost_rows}</table>") if cost_rows else ""
+    return cost_table
+
+
+def _ablation_table(report: dict[str, Any]) -> str:
+    fmt = lambda e: "n/a" if e.get("value") is None else f"{e['value']:.3f}" + (  # noqa: E731
+        f" [{e['interval'][0]:.3f}, {e['interval'][1]:.3f}]" if e.get("interval") else f" ({e.get('reason', 'no interval')})")
+    ablation_rows = "".join(
+        f"<tr><td>{_esc(ab['candidate'])}</td><td>{_esc(ab['full'])} without {_esc(ab['without'])}</td>"
+        f"<td>{_esc(ab['paired_tasks'])}</td><td>{_esc(fmt(ab['full_improvement']))}</td>"
+        f"<td>{_esc(fmt(ab['component_adds']))}</td><td>{_esc(fmt(ab['share_persisting']))}</td></tr>"
+        for ab in report.get("ablations") or [])
+    ablation_table = (f"<h2>Ablations (against {_esc(report['ablations'][0]['baseline'])})</h2><table><tr><th>ablation</th>"
+                      "<th>is</th><th>tasks</th><th>full − baseline</th><th>the component adds</th>"
+                      f"<th>share persisting without it</th></tr>{ablation_rows}</table>") if ablation_rows else ""
+    return ablation_table
+
+
+def _node_table(report: dict[str, Any]) -> str:
+    nodes = report.get("nodes") or {"by_node": {}}
+    node_rows = "".join(
+        f"<tr><td>{_esc(n)}</td><td>{_esc(e['hardware'].get('cpus'))} × {_esc(e['hardware'].get('cpu_model'))}, "
+        f"{_esc(e['hardware'].get('memory_mb'))} MiB, Docker {_esc(e['hardware'].get('docker'))}</td>"
+        f"<td>{_esc(e['accepted'])}/{_esc(e['trials'])}</td><td>"
+        + ", ".join(f"{_esc(c)} {_esc(v['accepted'])}/{_esc(v['trials'])}" for c, v in e["by_candidate"].items()) + "</td></tr>"
+        for n, e in nodes["by_node"].items())
+    node_table = (f"<h2>By node</h2><p>{len(nodes.get('split_blocks', []))}/{_esc(nodes.get('blocks', 0))} block(s) split "
+                  f"across nodes; {_esc(nodes.get('lost_attempts', 0))} attempt(s) lost with a node</p><table><tr><th>node</th>"
+                  f"<th>hardware</th><th>accepted</th><th>by candidate</th></tr>{node_rows}</table>")
+    return node_table
