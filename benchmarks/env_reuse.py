@@ -24,7 +24,7 @@ import yaml
 import _common  # noqa: F401  (puts the repository on the path)
 
 from orchestrator.engine import connect
-from orchestrator.manifest import load_manifest
+from orchestrator.loading import load_manifest
 from orchestrator.taskcheck import build_environments
 from orchestrator.taskload import load_tasks
 

@@ -21,7 +21,7 @@ from _common import alternate, report
 
 from orchestrator.engine import connect
 from orchestrator.images import resolve_image
-from orchestrator.manifest import load_manifest
+from orchestrator.loading import load_manifest
 from orchestrator.repos import materialize
 from orchestrator.sandbox.base import SandboxSpec
 from orchestrator.sandbox.docker import DockerSandbox

@@ -23,7 +23,7 @@ import yaml
 from _common import report
 
 from orchestrator.engine import connect
-from orchestrator.manifest import load_manifest
+from orchestrator.loading import load_manifest
 from orchestrator.taskcheck import build_environments, check_tasks
 from orchestrator.taskload import load_tasks
 

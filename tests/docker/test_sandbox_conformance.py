@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import SandboxBroken, SandboxError
-from orchestrator.sandbox.docker import CAPTURE_BYTES, GVISOR_THREAD_HEADROOM
+from orchestrator.sandbox.base import CAPTURE_BYTES
+from orchestrator.sandbox.docker import GVISOR_THREAD_HEADROOM
 
 from .conftest import wait_until
 
