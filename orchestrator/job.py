@@ -194,12 +194,13 @@ def _resumed(spec: TrialSpec, paths: RunPaths) -> TrialSpec:
     owes nothing: it runs again as it was."""
     record = paths.attempt(spec.trial_id, 1).retry_owed
     try:
-        result = TrialResult.from_dict(json.loads(record.read_text()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # absent, or not a result: nothing owed
+        doc = json.loads(record.read_text())
+    except (OSError, ValueError):  # absent or unreadable: nothing owed
         return spec
-    if not result.is_infra_error or result.attempt != 1:
+    verdict = doc.get("verdict") if isinstance(doc, dict) else None
+    if not isinstance(verdict, dict) or verdict.get("outcome") != "infra_error" or doc.get("attempt") != 1:
         return spec
-    return _retry_of(spec, result)
+    return _retry_of(spec, TrialResult.from_dict(doc))  # a record the loop wrote: one it cannot read is a defect
 
 
 def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost: float, store: Store,

@@ -3,7 +3,10 @@
 names every trial whose verdict changed).
 
 ``regrade`` calls the same grade stage a run does (``grading.grade.grade_trial``), on the stored final workspace,
-events and canaries, and records the new verdict beside the old ones (the store keeps every verdict).
+events and canaries, and records the new verdict beside the old ones (the store keeps every verdict). A trial
+whose grading failed on infrastructure (its grader's container, twice) kept its agent's stop and its exported
+workspace, so it is graded here like any other; one that never stopped an agent, or whose workspace could not be
+exported, keeps its verdict and is named.
 """
 
 from __future__ import annotations
@@ -45,7 +48,10 @@ def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], clie
             task = by_id[row.task]
             folder = paths.attempt(row.id, row.attempt)
             if row.agent is None or row.agent.stop_reason is None or not folder.final_workspace.exists():
-                continue  # the attempt never stopped an agent or left no workspace: nothing to grade
+                # nothing to grade: the attempt never stopped an agent (its sandbox failed, its node was lost),
+                # or its workspace could not be exported; its verdict stays, and is named
+                say(f"{row.id:50s} {row.verdict.label}: not regraded (no exported workspace of a stopped agent)")
+                continue
             final = tree_from_tar(folder.final_workspace)
             if task.id not in originals:
                 originals[task.id] = tree_from_tar(materialize(task, load_settings().repos_dir).tar_path)

@@ -189,12 +189,13 @@ class Store:
                    (trial_id, v["grader_version"], v["outcome"], int(v["accepted"]), json.dumps(v, default=str)))
 
     def regrade(self, trial_id: str, verdict: Verdict) -> None:
-        """Replace a trial's verdict and criteria (the history keeps every verdict)."""
-        row = self.trial(trial_id)
+        """Replace a trial's verdict and criteria, and nothing else of its stored document (the history keeps
+        every verdict)."""
+        row = self.db.execute("SELECT result FROM trials WHERE id = ?", (trial_id,)).fetchone()
         if row is None:
             raise KeyError(trial_id)
-        doc = row.with_verdict(verdict).to_dict()
-        v = doc["verdict"]
+        doc = json.loads(row[0])
+        doc["verdict"] = v = verdict.to_dict()
         with self._tx() as db:
             db.execute("DELETE FROM criteria WHERE trial_id = ?", (trial_id,))
             db.execute("UPDATE trials SET outcome=?, outcome_kind=?, accepted=?, reasons=?, grader_version=?, result=? "

@@ -90,10 +90,16 @@ class Usage:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "Usage":
+        """A recorded usage; a figure recorded as null (earlier versions wrote null for a span nothing could
+        measure) counts as 0 and its span as unmeasured, as the cost has always counted it."""
         if not d:
             return cls()
-        fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in fields})
+        fields = {f.name: f.default for f in dataclasses.fields(cls)}
+        values = {k: (fields[k] if v is None else v) for k, v in d.items() if k in fields}
+        unknown = any(d.get(k, 0.0) is None for k in ("cpu_s", "memory_gib_s"))
+        if unknown and values.get("spans", 0):
+            values["unmeasured_spans"] = int(values.get("unmeasured_spans") or 0) + 1
+        return cls(**values)
 
 
 def _read(path: Path) -> str | None:

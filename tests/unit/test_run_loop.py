@@ -221,3 +221,27 @@ def test_a_harness_failure_carries_its_node_so_no_block_looks_split(store):
     row = result.to_dict()
     assert row["node"] == {"name": "n1"} and row["attempt"] == 2
     assert by_node([result, accepted(spec(1))], ["a"], 1.0)["split_blocks"] == []
+
+
+def test_regrading_replaces_the_verdict_and_nothing_else_of_the_stored_document(store):
+    paths, st = store
+    st.record(accepted(spec(0)), [])
+    raw = json.loads(st.db.execute("SELECT result FROM trials").fetchone()[0])
+    raw["written_by_a_later_version"] = {"kept": True}  # a field this version does not model
+    st.db.execute("UPDATE trials SET result = ?", (json.dumps(raw),))
+    st.regrade("t/a/0", infra_verdict("sandbox", "regraded"))
+    again = json.loads(st.db.execute("SELECT result FROM trials").fetchone()[0])
+    assert again["written_by_a_later_version"] == {"kept": True}
+    assert again["verdict"]["outcome"] == "infra_error" and again["verdict"]["reasons"] == ["regraded"]
+    assert {k: v for k, v in again.items() if k != "verdict"} == {k: v for k, v in raw.items() if k != "verdict"}
+    assert st.trial("t/a/0").is_infra_error
+
+
+def test_an_owed_retry_record_that_is_not_an_infrastructure_failure_owes_nothing(tmp_path):
+    paths = RunPaths(tmp_path)
+    s = spec(0)
+    owed = paths.attempt(s.trial_id, 1)
+    owed.folder.mkdir(parents=True)
+    for doc in ({}, [], {"attempt": 1}, {"attempt": 1, "verdict": "infra_error"}, {"attempt": 2, "verdict": {"outcome": "infra_error"}}):
+        owed.retry_owed.write_text(json.dumps(doc))
+        assert _resumed(s, paths) == s, doc

@@ -265,3 +265,15 @@ def test_a_cgroup_folder_that_cannot_be_read_is_not_found_and_never_fails_the_tr
 
     monkeypatch.setattr(Path, "is_file", denied)
     assert cgroup_files(7, cid, tmp_path / "cg", tmp_path / "proc") is None
+
+
+def test_a_span_recorded_as_null_by_an_earlier_version_counts_as_unmeasured():
+    old = {"wall_s": 10.0, "cpu_s": None, "memory_gib_s": None, "reserved_cpu_s": 5.0, "reserved_memory_gib_s": 2.5,
+           "source": "unmeasured", "spans": 1, "samples": 0}
+    u = Usage.from_dict(old)
+    assert (u.cpu_s, u.memory_gib_s, u.unmeasured_spans) == (0.0, 0.0, 1)
+    c = priced({"cost_usd": 0.5, "usage": {"sandbox": old, "grader": {}, "tool_calls": {}}}, PRICES)
+    assert c.unmeasured == 1 and c.by_kind["model"] == 0.5 and c.cpu_hours == 0.0
+    reserved = priced({"cost_usd": 0.0, "usage": {"sandbox": old, "grader": {}, "tool_calls": {}}},
+                      CostsConfig(version="v", cpu_hour_usd=1.0, basis="reserved"))
+    assert reserved.unmeasured == 0 and reserved.cpu_hours == pytest.approx(5.0 / 3600)
