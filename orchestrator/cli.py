@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import __version__
 from .commands import (cmd_calibrate, cmd_import_swebench, cmd_regrade, cmd_report, cmd_reproduce, cmd_run,
-                       cmd_show, cmd_tasks_check, connect_engine, err, load_all, out, say)
+                       cmd_show, cmd_tasks_check, connect_engine, echo, err, load_all, say)
 from .errors import TrialboxError, ValidationFailed
 
 
@@ -41,7 +41,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             status = 1
         else:
             m = loaded.manifest  # type: ignore[union-attr]
-            out(f"{path}: ok ({len(m.candidates)} candidate(s), {len(tasks)} task(s), "
+            echo(f"{path}: ok ({len(m.candidates)} candidate(s), {len(tasks)} task(s), "
                    f"{m.execution.trials_per_task} trial(s) per task)")
     return status
 
@@ -59,10 +59,10 @@ def cmd_lock(args: argparse.Namespace) -> int:
         except DriftError as exc:
             err(f"{lock_path(loaded.path)}: {exc.message}")
             return 1
-        out(f"{lock_path(loaded.path)}: every identifier matches")
+        echo(f"{lock_path(loaded.path)}: every identifier matches")
         return 0
     path = write_lock(loaded, current)
-    out(f"wrote {path}")
+    echo(f"wrote {path}")
     return 0
 
 
@@ -128,7 +128,7 @@ def cmd_verify_events(args: argparse.Namespace) -> int:
         err(f"{args.file}: {p}")
     if not result.ok:
         return 1
-    out(f"{args.file}: intact ({result.count} events, final hash {result.head})")
+    echo(f"{args.file}: intact ({result.count} events, final hash {result.head})")
     return 0
 
 

@@ -15,18 +15,18 @@ from pathlib import Path
 from .textsafe import printable, printable_lines
 
 
-def out(text: object = "", file=None, flush: bool = False) -> None:
+def echo(text: object = "", file=None, flush: bool = False) -> None:
     """Print ``text`` with every line terminal-safe (``printable_lines``)."""
     print(printable_lines(str(text)), file=file if file is not None else sys.stdout, flush=flush)
 
 
 def err(text: object) -> None:
-    out(text, file=sys.stderr)
+    echo(text, file=sys.stderr)
 
 
 def say(line: str) -> None:
     """The progress callback of long commands: one line (or a few) at once, terminal-safe, flushed."""
-    out(line, flush=True)
+    echo(line, flush=True)
 
 
 def connect_engine():
@@ -88,7 +88,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     paths = run_experiment(loaded, tasks, connect_engine(), Path(args.out) if args.out else None,
                            say=say, backend=args.backend, ray_address=args.ray_address,
                            unchecked=args.unchecked)
-    out(f"results in {paths.root}")
+    echo(f"results in {paths.root}")
     return 0
 
 
@@ -105,7 +105,7 @@ def run_paths(run: str):
 def cmd_show(args: argparse.Namespace) -> int:
     from .show import show_trial
 
-    out(show_trial(run_paths(args.run), args.trial))  # already printable line by line; this keeps it so
+    echo(show_trial(run_paths(args.run), args.trial))  # already printable line by line; this keeps it so
     return 0
 
 
@@ -156,11 +156,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     differing = reproduce_run(paths, loaded, tasks, connect_engine(), out, say=say,
                               backend=args.backend, ray_address=args.ray_address, unchecked=args.unchecked)
     if differing:
-        out(f"{len(differing)} verdict(s) differ from {paths.root}:")
+        echo(f"{len(differing)} verdict(s) differ from {paths.root}:")
         for trial in differing:
-            out(f"  {printable(trial)}")
+            echo(f"  {printable(trial)}")
         return 1
-    out(f"every verdict matches {paths.root} (reproduced in {out})")
+    echo(f"every verdict matches {paths.root} (reproduced in {out})")
     return 0
 
 
@@ -179,13 +179,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     r = calibrate_run(run_paths(args.run), labels)
     rate = lambda x: "undefined (no such human label)" if x is None else f"{x:.1%}"  # noqa: E731
     span = lambda iv: f" [{iv[0]:.1%}, {iv[1]:.1%}]" if iv else ""  # noqa: E731
-    out(f"compared {r['compared']} trial(s): {r['human_pass']} labelled pass, {r['human_fail']} labelled fail")
-    out(f"false-positive rate: {rate(r['false_positive_rate'])}{span(r['false_positive_rate_interval'])} of "
+    echo(f"compared {r['compared']} trial(s): {r['human_pass']} labelled pass, {r['human_fail']} labelled fail")
+    echo(f"false-positive rate: {rate(r['false_positive_rate'])}{span(r['false_positive_rate_interval'])} of "
            f"{r['human_fail']}  (judge pass, human fail: {r['false_positives']})")
-    out(f"false-negative rate: {rate(r['false_negative_rate'])}{span(r['false_negative_rate_interval'])} of "
+    echo(f"false-negative rate: {rate(r['false_negative_rate'])}{span(r['false_negative_rate_interval'])} of "
            f"{r['human_pass']}  (judge fail, human pass: {r['false_negatives']})")
-    out(f"undeterminable: {r['undeterminable']}; judged but unlabelled: {len(r['unlabelled'])}")
-    out("calibrated: yes (both 95% intervals at most 20 points wide)" if r["calibrated"] else
+    echo(f"undeterminable: {r['undeterminable']}; judged but unlabelled: {len(r['unlabelled'])}")
+    echo("calibrated: yes (both 95% intervals at most 20 points wide)" if r["calibrated"] else
            "calibrated: NO, too few labels for these rates to mean much: " + "; ".join(r["not_calibrated_because"]))
     return 0
 
@@ -197,12 +197,12 @@ def cmd_import_swebench(args: argparse.Namespace) -> int:
     graders_out = Path(args.graders) if args.graders else tasks_out.parent / "graders"
     result = import_swebench(Path(args.file), Path(args.repos), Path(args.specs), tasks_out, graders_out)
     for tid, fields in result.unmapped.items():
-        out(f"{tid}: not mapped (no trialbox meaning): {', '.join(fields)}")
+        echo(f"{tid}: not mapped (no trialbox meaning): {', '.join(fields)}")
     for tid, paths in result.outside_scope.items():
-        out(f"{tid}: warning: its own fix changes files outside the scope, so its oracle would be rejected on "
+        echo(f"{tid}: warning: its own fix changes files outside the scope, so its oracle would be rejected on "
                f"scope: {', '.join(paths)} (widen `scope` in the specs file)")
-    out(f"imported {len(result.written)} instance(s): task folders in {tasks_out.absolute()}, held-out grader "
+    echo(f"imported {len(result.written)} instance(s): task folders in {tasks_out.absolute()}, held-out grader "
            f"folders in {graders_out.absolute()}{'' if args.graders else ' (beside the tasks; --graders to choose)'}: "
            f"{', '.join(result.written)}")
-    out("next: `trialbox images build --manifest M` and `trialbox tasks check M` with a manifest selecting them")
+    echo("next: `trialbox images build --manifest M` and `trialbox tasks check M` with a manifest selecting them")
     return 0

@@ -29,7 +29,7 @@ UNEVEN_SHARE = 0.05
 is flagged: its trials did not share hardware with the others' as the blocks intended."""
 
 
-def by_node(rows: list[TrialResult], candidates: list[str], max_cost_usd: float) -> dict[str, Any]:
+def nodes_section(rows: list[TrialResult], candidates: list[str], max_cost_usd: float) -> dict[str, Any]:
     """Results by node, blocks split across nodes, unevenly spread candidates, attempts lost with a node."""
     by_node: dict[str, dict[str, Any]] = {}
     for r in rows:

@@ -22,7 +22,7 @@ from .costs import TrialCost, locked_costs, trial_cost, unpriced_warning
 from .manifest import Manifest
 from .stats import (few_clusters_warning, interval_note, mean_interval, paired_difference, pass_at_k,
                     pass_hat_k, quantile, ratio_interval, sample_size_hint, share_interval)
-from .placement import by_node, saturation
+from .placement import nodes_section, saturation
 from .result import TrialResult
 from .store import RunPaths, Store
 
@@ -162,7 +162,7 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
         "warnings": [w for w in [few_clusters_warning(list({cluster_of[t] for t in cluster_of}))] if w],
         "intervals": interval_note(len({cluster_of[t] for t in cluster_of})),
         "saturation": saturation(rows),
-        "nodes": by_node(rows, [c.name for c in m.candidates], m.execution.max_cost_usd),
+        "nodes": nodes_section(rows, [c.name for c in m.candidates], m.execution.max_cost_usd),
         "candidates": {name: _candidate(rs, m, cluster_of, difficulty, costs) for name, rs in by_cand.items()},
         "costs": _costs_section(lock, m),
         "comparisons": [], "trials": [_trial(r, m, costs[r.id]) for r in rows]}

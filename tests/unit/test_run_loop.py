@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator.grading.verdict import infra_verdict
 from orchestrator.job import _run_queue, _resumed, _retry_of, charged
-from orchestrator.placement import by_node
+from orchestrator.placement import nodes_section
 from orchestrator.result import TrialResult
 from orchestrator.store import RunPaths, Store
 from orchestrator.trial import TrialSpec
@@ -116,7 +116,7 @@ def test_a_lost_attempt_is_retried_once_and_its_unknown_spend_is_kept(store):
     assert len(rows) == 2 and rows["t/a/0"]["retries"] == 1
     assert rows["t/a/0"]["previous_attempts"][0]["kind"] == "node_lost"
     assert rows["t/a/0"]["attempts_with_unknown_cost"] == 1
-    nodes = by_node(list(results.values()), ["a"], 1.0)
+    nodes = nodes_section(list(results.values()), ["a"], 1.0)
     assert nodes["lost_attempts"] == 1 and nodes["attempts_with_unknown_cost"] == 1
     assert nodes["unknown_cost_at_most_usd"] == 1.0
 
@@ -128,7 +128,7 @@ def test_a_trial_lost_twice_is_recorded_with_both_losses(store):
     row = result.to_dict()
     assert row["attempt"] == 2 and row["verdict"]["kind"] == "node_lost"
     assert row["attempts_with_unknown_cost"] == 2 and row["cost_is_lower_bound"] is True
-    nodes = by_node([result], ["a"], 1.0)
+    nodes = nodes_section([result], ["a"], 1.0)
     assert nodes["lost_attempts"] == 2 and nodes["attempts_with_unknown_cost"] == 2
 
 
@@ -178,7 +178,7 @@ def test_one_node_name_on_two_machines_is_reported(tmp_path):
     rows = [accepted(spec(0)), accepted(spec(1))]
     rows[0] = dataclasses.replace(rows[0], node={"name": "n1", "cpus": 2, "cpu_model": "x"})
     rows[1] = dataclasses.replace(rows[1], node={"name": "n1", "cpus": 64, "cpu_model": "y"})
-    assert by_node(rows, ["a"], 1.0)["names_covering_several_machines"] == ["n1"]
+    assert nodes_section(rows, ["a"], 1.0)["names_covering_several_machines"] == ["n1"]
 
 
 def test_report_paths_key_survives_resume(tmp_path):
@@ -220,7 +220,7 @@ def test_a_harness_failure_carries_its_node_so_no_block_looks_split(store):
     [result] = st.trials()
     row = result.to_dict()
     assert row["node"] == {"name": "n1"} and row["attempt"] == 2
-    assert by_node([result, accepted(spec(1))], ["a"], 1.0)["split_blocks"] == []
+    assert nodes_section([result, accepted(spec(1))], ["a"], 1.0)["split_blocks"] == []
 
 
 def test_regrading_replaces_the_verdict_and_nothing_else_of_the_stored_document(store):
