@@ -26,7 +26,7 @@ import docker
 from .agents import BudgetLimits
 from .backends import Backend, choose, open_backend
 from .costs import trial_cost
-from .errors import Cancelled, DriftError, LockError
+from .errors import Cancelled, ConfigError, DriftError, LockError
 from .events import read_events
 from .grading.judge import make_judge
 from .hashing import sha256_file
@@ -245,6 +245,9 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
                     owed.retry_owed.write_text(json.dumps(result.to_dict(), default=str))
                     queue.appendleft(_retry_of(spec, result))
                     continue
+                wrong = _misconfigured(paths, spec)
+                if wrong:  # not the agent's failure and not a result: the candidate is set up wrong
+                    raise ConfigError(wrong)
                 _record(store, paths, spec, result)
                 finished += 1
                 spent = charged(result, max_cost_usd, costs)
@@ -259,6 +262,27 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
                 _record(store, paths, spec, outcome)
         raise
     return stopped, len(queue)
+
+
+def _misconfigured(paths: RunPaths, spec: TrialSpec) -> str | None:
+    """Why a finished attempt shows its candidate set up wrong, or None: its agent asked the proxy for another
+    model than the candidate's pinned one (every such call is refused, so every trial of it would be rejected
+    for a mistake in the manifest, not for what the agent did)."""
+    events_file = paths.attempt(spec.trial_id, spec.attempt).events
+    if not events_file.exists():
+        return None
+    try:
+        events = read_events(events_file)
+    except (OSError, ValueError):
+        return None
+    asked = next((e.get("detail") for e in events if e.get("kind") == "model_refused"
+                  and e.get("reason") == "model_not_pinned"), None)
+    if asked is None:
+        return None
+    return (f"candidate {spec.candidate.name}: its agent asked the model proxy for model {asked!r}, but the "
+            f"candidate's model_snapshot is {getattr(spec.candidate, 'model_snapshot', None)!r}, so every call was "
+            f"refused ({spec.trial_id}); make the agent use the pinned model (its command's model option) and "
+            "start a new run. The trial is not recorded: it measured the manifest, not the agent")
 
 
 def _harness_failure(spec: TrialSpec, exc: BaseException, paths: RunPaths,

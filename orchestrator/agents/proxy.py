@@ -12,6 +12,16 @@ per tool_use block of the answer (source ``model_reported``: what the model
 says it called, not what ran). It enforces the trial's token, cost and
 tool-call budgets by refusing further requests (HTTP 403,
 ``trialbox_budget_exhausted``) and remembers which budget ended the trial.
+
+What real clients send is relayed as they send it: the query string
+(``?beta=true``), the headers that change the API's behaviour, and token
+counting (``/v1/messages/count_tokens``: recorded as ``model_count_tokens``,
+never charged). Upstream answers are asked for uncompressed and decoded
+whatever comes, so the agent and the usage count both read plain bytes.
+Reachability probes (``HEAD /api/hello``) are answered here (``proxy_probe``).
+Every request the proxy refuses (another path, another method, an unknown
+token, a trial not started yet) is recorded as ``proxy_refused`` with its
+method, path and reason; nothing refused leaves no trace.
 """
 
 from __future__ import annotations
@@ -38,7 +48,10 @@ from .prices import PriceTable
 SOCKET_NAME = "model.sock"
 FORWARDER = Path(__file__).with_name("incontainer") / "forwarder.py"
 PASS_HEADERS = ("content-type", "anthropic-version", "anthropic-beta", "accept")
-ALLOWED_PATHS = {"/v1/messages"}  # nothing else is relayed: no other endpoint, no other host
+MESSAGES, COUNT_TOKENS = "/v1/messages", "/v1/messages/count_tokens"
+ALLOWED_PATHS = {MESSAGES, COUNT_TOKENS}  # nothing else is relayed: no other endpoint, no other host
+PROBE_PATHS = {"/", "/api/hello"}
+"""What clients probe for reachability (Claude Code sends ``HEAD /api/hello``): answered here, never relayed."""
 
 
 class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -104,6 +117,8 @@ class ModelProxy:
         self.budget: Budget | None = None
         self.stop_reason: AgentStop | None = None
         self.model_tool_uses = 0
+        self.refused: list[dict[str, Any]] = []
+        """Requests refused before the trial's event log was attached (recorded when it is)."""
         self.in_flight = 0
         self._lock = threading.Lock()
         self._record_lock = threading.Lock()
@@ -119,6 +134,18 @@ class ModelProxy:
             def do_POST(self) -> None:  # noqa: N802
                 proxy._handle(self)
 
+            def do_HEAD(self) -> None:  # noqa: N802
+                proxy._probe(self)
+
+            def do_GET(self) -> None:  # noqa: N802
+                proxy._probe(self)
+
+            def _refuse_method(self) -> None:
+                proxy._refuse(self, 405, "invalid_request_error", "method_not_relayed",
+                              f"trialbox proxy: {self.command} is not relayed")
+
+            do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse_method
+
         self.socket_path.unlink(missing_ok=True)
         self.server = _UnixHTTPServer(str(self.socket_path), Handler)
         os.chmod(self.socket_path, 0o666)
@@ -131,6 +158,10 @@ class ModelProxy:
 
     def attach(self, events: EventLog, budget: Budget, canaries: list[str] | None = None, trial_id: str = "") -> None:
         self.events, self.budget, self.canaries, self.trial_id = events, budget, list(canaries or []), trial_id
+        with self._record_lock:
+            for event in self.refused:
+                events.append("proxy_refused", **event)
+            self.refused.clear()
 
     def stop(self) -> None:
         if self._thread is not None:  # shutdown() waits for a serve_forever that never started otherwise
@@ -148,13 +179,37 @@ class ModelProxy:
         h.end_headers()
         h.wfile.write(data)
 
+    def _refuse(self, h: BaseHTTPRequestHandler, status: int, kind: str, reason: str, message: str) -> None:
+        """Refuse a request, and record it (method, path, reason): a refusal never leaves no trace."""
+        event = {"method": h.command, "path": h.path[:300], "status": status, "reason": reason}
+        with self._record_lock:
+            if self.events is not None:
+                self.events.append("proxy_refused", **event)
+            elif len(self.refused) < 1000:
+                self.refused.append(event)
+        self._reply(h, status, kind, message)
+
+    def _probe(self, h: BaseHTTPRequestHandler) -> None:
+        """A reachability probe (``HEAD /api/hello``) is answered here with an empty 200; anything else a
+        client GETs is refused. Both are recorded."""
+        if h.path.split("?", 1)[0] not in PROBE_PATHS:
+            self._refuse(h, 404, "not_found_error", "path_not_relayed",
+                         f"trialbox proxy: only POST {MESSAGES} and {COUNT_TOKENS} are relayed")
+            return
+        with self._record_lock:
+            if self.events is not None:
+                self.events.append("proxy_probe", method=h.command, path=h.path[:300])
+        h.send_response(200)
+        h.send_header("content-length", "0")
+        h.end_headers()
+
     def _admit(self, h: BaseHTTPRequestHandler) -> bool:
         presented = h.headers.get("x-api-key") or (h.headers.get("authorization") or "").removeprefix("Bearer ").strip()
         if not secrets.compare_digest(presented, self.token):
-            self._reply(h, 401, "authentication_error", "trialbox proxy: unknown token")
+            self._refuse(h, 401, "authentication_error", "unknown_token", "trialbox proxy: unknown token")
             return False
         if self.events is None or self.budget is None:
-            self._reply(h, 503, "api_error", "trialbox proxy: the trial has not started")
+            self._refuse(h, 503, "api_error", "trial_not_started", "trialbox proxy: the trial has not started")
             return False
         try:
             if self.stop_reason is not None:
@@ -170,17 +225,20 @@ class ModelProxy:
         return True
 
     def _upstream_url(self, path: str) -> httpx.URL | None:
-        """The upstream URL for an allowed request path; the host always stays the configured one."""
-        if path.split("?", 1)[0] not in ALLOWED_PATHS:
+        """The upstream URL for an allowed request path, its query string kept (``?beta=true`` changes what the
+        API does); the host always stays the configured one."""
+        route, _, query = path.partition("?")
+        if route not in ALLOWED_PATHS:
             return None
         base = httpx.URL(self.upstream)
-        return base.copy_with(path=base.path.rstrip("/") + path.split("?", 1)[0], query=None)
+        return base.copy_with(path=base.path.rstrip("/") + route, query=query.encode() or None)
 
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
         body = h.rfile.read(int(h.headers.get("content-length") or 0))
         url = self._upstream_url(h.path)
         if url is None:
-            self._reply(h, 404, "not_found_error", "trialbox proxy: only POST /v1/messages is relayed")
+            self._refuse(h, 404, "not_found_error", "path_not_relayed",
+                         f"trialbox proxy: only POST {MESSAGES} and {COUNT_TOKENS} are relayed")
             return
         if not self._admit(h):
             return
@@ -216,6 +274,7 @@ class ModelProxy:
     def _relay(self, h: BaseHTTPRequestHandler, url: httpx.URL, body: bytes, started: str, t0: float) -> None:
         headers = {k: h.headers[k] for k in PASS_HEADERS if h.headers.get(k)}
         headers["x-api-key"] = self.real_key
+        headers["accept-encoding"] = "identity"  # and whatever comes encoded anyway is decoded below
         if self.trial_id:
             headers["x-trialbox-trial"] = self.trial_id
         status, request_id, received = 502, None, bytearray()
@@ -227,7 +286,7 @@ class ModelProxy:
                     if k in up.headers:
                         h.send_header(k, up.headers[k])
                 h.end_headers()
-                for chunk in up.iter_raw():
+                for chunk in up.iter_bytes():  # decoded: the agent gets (and usage is read from) plain bytes
                     received += chunk
                     try:
                         h.wfile.write(chunk)
@@ -241,15 +300,24 @@ class ModelProxy:
             except OSError:
                 pass
         finally:
-            self._record(body, bytes(received), status, request_id, started, t0)
+            self._record(body, bytes(received), status, request_id, started, t0, url.path.endswith(COUNT_TOKENS))
 
-    def _record(self, body: bytes, received: bytes, status: int, request_id: str | None, started: str, t0: float) -> None:
+    def _record(self, body: bytes, received: bytes, status: int, request_id: str | None, started: str, t0: float,
+                counting: bool = False) -> None:
         try:
             request = json.loads(body or b"{}")
         except ValueError:
             request = {}
         if status != 200:
             self.events.append("model_retry", status=status, attempt=None, wait_s=None, request_id=request_id)
+            return
+        if counting:  # counting tokens is free: recorded, never charged
+            try:
+                counted = json.loads(received).get("input_tokens")
+            except (ValueError, AttributeError):
+                counted = None
+            self.events.append("model_count_tokens", model_requested=request.get("model"), input_tokens=counted,
+                               request_id=request_id, latency_s=round(time.monotonic() - t0, 6))
             return
         try:
             message = json.loads(received)

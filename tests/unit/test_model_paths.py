@@ -148,9 +148,11 @@ def test_the_proxy_relays_only_the_messages_endpoint_of_its_upstream(tmp_path):
     proxy = ModelProxy(tmp_path, "https://api.anthropic.com", "real", None, load_prices())
     try:
         assert str(proxy._upstream_url("/v1/messages")) == "https://api.anthropic.com/v1/messages"
-        assert str(proxy._upstream_url("/v1/messages?beta=true")) == "https://api.anthropic.com/v1/messages"
+        assert str(proxy._upstream_url("/v1/messages?beta=true")) == "https://api.anthropic.com/v1/messages?beta=true"
+        assert str(proxy._upstream_url("/v1/messages/count_tokens")) == "https://api.anthropic.com/v1/messages/count_tokens"
+        assert proxy._upstream_url("/v1/messages?x=1@evil.example/").host == "api.anthropic.com"  # a query is no host
         for path in (".attacker.example/v1/messages", "@attacker.example/v1/messages", "//evil/v1/messages",
-                     "/v1/files", "/v1/messages/batches"):
+                     "/v1/files", "/v1/messages/batches", "/v1/messages/count_tokens/../../files"):
             assert proxy._upstream_url(path) is None, path
     finally:
         proxy.stop()

@@ -245,3 +245,21 @@ def test_an_owed_retry_record_that_is_not_an_infrastructure_failure_owes_nothing
     for doc in ({}, [], {"attempt": 1}, {"attempt": 1, "verdict": "infra_error"}, {"attempt": 2, "verdict": {"outcome": "infra_error"}}):
         owed.retry_owed.write_text(json.dumps(doc))
         assert _resumed(s, paths) == s, doc
+
+
+def test_an_agent_asking_for_another_model_stops_the_run_as_a_configuration_error(store):
+    from orchestrator.errors import ConfigError
+    from orchestrator.events import EventLog
+
+    paths, st = store
+
+    def answer(s):
+        log = EventLog(paths.attempt(s.trial_id, s.attempt).events, s.trial_id)
+        log.append("model_refused", reason="model_not_pinned", detail="claude-opus-4-1-20250805")
+        log.close()
+        return accepted(s)
+
+    with pytest.raises(ConfigError) as info:
+        _run_queue(deque([spec(0), spec(1)]), 2, 0, None, 0.0, st, Scripted(answer), paths, lambda _: None, 1.0)
+    assert "candidate a" in info.value.message and "claude-opus-4-1-20250805" in info.value.message
+    assert st.trials() == []  # not a rejected trial: nothing measured the agent

@@ -1,0 +1,129 @@
+"""The recording proxy against a real HTTP upstream, reached over its Unix socket as an agent reaches it.
+
+The upstream here behaves as real APIs and real clients do: it compresses its answers, counts tokens, and is
+called with query strings, probes and methods the proxy does not relay.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+
+from orchestrator.agents import Budget, BudgetLimits
+from orchestrator.agents.prices import load_prices
+from orchestrator.agents.proxy import ModelProxy
+from orchestrator.events import EventLog, read_events
+
+MODEL = "scripted-model-1"
+ANSWER = {"id": "msg_1", "type": "message", "role": "assistant", "model": MODEL, "stop_reason": "tool_use",
+          "content": [{"type": "tool_use", "id": "tu_1", "name": "Bash", "input": {"command": "ls"}}],
+          "usage": {"input_tokens": 1000, "output_tokens": 200, "cache_read_input_tokens": 0,
+                    "cache_creation_input_tokens": 0}}
+
+
+class Upstream(BaseHTTPRequestHandler):
+    """Answers /v1/messages gzip-compressed whatever the client accepts, and count_tokens plainly; remembers
+    every request line it was sent."""
+
+    seen: list[str] = []
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        Upstream.seen.append(f"{self.command} {self.path} key={self.headers.get('x-api-key')}")
+        if self.path.startswith("/v1/messages/count_tokens"):
+            data, encoded = json.dumps({"input_tokens": 321}).encode(), False
+        else:
+            data, encoded = gzip.compress(json.dumps(ANSWER).encode()), True
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        if encoded:
+            self.send_header("content-encoding", "gzip")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def upstream():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    Upstream.seen = []
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def proxied(upstream, tmp_path):
+    proxy = ModelProxy(tmp_path / "proxy", upstream, "real-key", MODEL, load_prices()).start()
+    client = httpx.Client(transport=httpx.HTTPTransport(uds=str(proxy.socket_path)), base_url="http://proxy",
+                          headers={"x-api-key": proxy.token}, timeout=30)
+    events = EventLog(tmp_path / "events.jsonl", "t/a/0")
+    yield proxy, client, events, tmp_path / "events.jsonl"
+    client.close()
+    proxy.stop()
+    events.close()
+
+
+def body(model=MODEL):
+    return {"model": model, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
+
+
+def test_a_compressed_answer_reaches_the_agent_decoded_and_is_charged(proxied):
+    proxy, client, events, path = proxied
+    proxy.attach(events, Budget(BudgetLimits()))
+    r = client.post("/v1/messages?beta=true", json=body())
+    assert r.status_code == 200 and r.json()["usage"]["input_tokens"] == 1000  # decodable by the agent
+    assert Upstream.seen == ["POST /v1/messages?beta=true key=real-key"]  # the query string kept; the real key
+    [call] = [e for e in read_events(path) if e["kind"] == "model_call"]
+    assert (call["input_tokens"], call["output_tokens"]) == (1000, 200)
+    assert call["cost_usd"] == pytest.approx((1000 * 3.0 + 200 * 15.0) / 1e6)
+    assert [e["tool"] for e in read_events(path) if e["kind"] == "model_tool_use"] == ["Bash"]
+
+
+def test_counting_tokens_is_relayed_and_recorded_but_not_charged(proxied):
+    proxy, client, events, path = proxied
+    budget = Budget(BudgetLimits())
+    proxy.attach(events, budget)
+    r = client.post("/v1/messages/count_tokens", json=body())
+    assert r.status_code == 200 and r.json() == {"input_tokens": 321}
+    kinds = [e["kind"] for e in read_events(path)]
+    assert "model_call" not in kinds
+    [counted] = [e for e in read_events(path) if e["kind"] == "model_count_tokens"]
+    assert counted["input_tokens"] == 321 and counted["model_requested"] == MODEL
+    assert budget.cost_usd == 0.0
+
+
+def test_probes_are_answered_here_and_every_refusal_is_recorded(proxied):
+    proxy, client, events, path = proxied
+    assert client.get("/v1/models").status_code == 404  # before the trial started: kept, recorded on attach
+    proxy.attach(events, Budget(BudgetLimits()))
+    hello = client.head("/api/hello")
+    assert hello.status_code == 200 and hello.content == b""
+    assert client.post("/v1/files", json={}).status_code == 404
+    assert client.delete("/v1/messages").status_code == 405
+    assert client.post("/v1/messages", json=body(), headers={"x-api-key": "stolen"}).status_code == 401
+    assert Upstream.seen == []  # nothing of it went upstream
+    evs = read_events(path)
+    assert [e["path"] for e in evs if e["kind"] == "proxy_probe"] == ["/api/hello"]
+    refused = [(e["method"], e["path"], e["status"], e["reason"]) for e in evs if e["kind"] == "proxy_refused"]
+    assert refused == [("GET", "/v1/models", 404, "path_not_relayed"), ("POST", "/v1/files", 404, "path_not_relayed"),
+                       ("DELETE", "/v1/messages", 405, "method_not_relayed"),
+                       ("POST", "/v1/messages", 401, "unknown_token")]
+
+
+def test_a_request_for_another_model_is_refused_and_recorded(proxied):
+    proxy, client, events, path = proxied
+    proxy.attach(events, Budget(BudgetLimits()))
+    assert client.post("/v1/messages", json=body("claude-opus-4-1-20250805")).status_code == 403
+    assert Upstream.seen == []
+    [refused] = [e for e in read_events(path) if e["kind"] == "model_refused"]
+    assert refused["reason"] == "model_not_pinned"
