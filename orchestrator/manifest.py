@@ -77,6 +77,13 @@ class ClaudeCandidate(_CandidateBase):
     """Extended thinking settings."""
 
 
+class ToolMapping(Model):
+    tool: Literal["bash", "read_file", "write_file", "edit_file"]
+    """The contract's tool a model-reported call of this name counts as."""
+    arguments: dict[str, str | list[str]] = {}
+    """Contract argument → the reported argument's name (or names, the first present wins)."""
+
+
 class CommandCandidate(_CandidateBase):
     agent: Literal["command"]
     """A command-line agent installed in the task image, run inside the container."""
@@ -84,6 +91,9 @@ class CommandCandidate(_CandidateBase):
     """The command run inside the container."""
     model_snapshot: str | None = None
     """The model the command agent is told to use, when it uses one."""
+    tool_map: dict[str, ToolMapping] = {}
+    """Model-reported tool name → the contract tool it counts as, for the task's trajectory constraints; over
+    ``toolnames.DEFAULT_TOOL_MAP`` (Claude Code's, Codex's and OpenHands' tool names are there already)."""
 
 
 class ScriptCandidate(_CandidateBase):

@@ -106,6 +106,7 @@ def _candidate(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str],
     out["coverage"] = 1 - sum(r.abstained for r in rows) / len(rows) if rows else None
     n = len(rows) or 1
     out["efficiency"] = {"tool_calls": sum(r.tool_calls for r in rows) / n,
+                         "model_reported_tool_calls": sum(r.agent.reported_tool_calls for r in rows if r.agent) / n,
                          "model_calls": sum(r.model_calls for r in rows) / n,
                          **{f"{k}_tokens": sum(getattr(r.tokens, k) for r in rows) / n
                             for k in ("input", "output", "cache_read", "cache_write")}}

@@ -49,11 +49,14 @@ class AgentRun:
     model_calls: int = 0
     tokens: Tokens = Tokens()
     interventions: int = 0
+    reported_tool_calls: int = 0
+    """Tool calls the model reported (for a command agent, the only account of its tools: not observed)."""
 
     @classmethod
     def of(cls, r: AgentResult) -> "AgentRun":
         return cls(r.stop_reason, r.detail, r.summary, r.abstained, r.tool_calls, r.model_calls,
-                   Tokens(r.input_tokens, r.output_tokens, r.cache_read_tokens, r.cache_write_tokens), r.interventions)
+                   Tokens(r.input_tokens, r.output_tokens, r.cache_read_tokens, r.cache_write_tokens), r.interventions,
+                   r.reported_tool_calls)
 
     def agent_result(self, cost_usd: float) -> AgentResult:
         """The ``AgentResult`` grading reads (``regrade`` grades a stored trial from it)."""
@@ -61,7 +64,7 @@ class AgentRun:
         t = self.tokens
         return AgentResult(self.stop_reason, self.detail, self.summary, self.abstained, self.tool_calls,
                            self.model_calls, t.input, t.output, t.cache_read, t.cache_write, cost_usd,
-                           self.interventions, 0.0)
+                           self.interventions, 0.0, self.reported_tool_calls)
 
 
 @dataclass(frozen=True)
@@ -186,7 +189,8 @@ class Conditions:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-AGENT_KEYS = ("stop_detail", "summary", "abstained", "tool_calls", "model_calls", "tokens", "interventions")
+AGENT_KEYS = ("stop_detail", "summary", "abstained", "tool_calls", "model_calls", "tokens", "interventions",
+              "model_reported_tool_calls")
 """The stored document's fields of ``AgentRun`` (beside ``stop_reason``)."""
 
 

@@ -49,6 +49,8 @@ class AgentResult:
     cost_usd: float
     interventions: int
     duration_s: float
+    reported_tool_calls: int = 0
+    """Tool calls the model reported (a command agent's own tools run unseen: these are its only account)."""
 
 
 class Outcome(str, enum.Enum):

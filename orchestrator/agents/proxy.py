@@ -340,6 +340,7 @@ class ModelProxy:
             for block in message.get("content") or []:
                 if block.get("type") == "tool_use":
                     self.model_tool_uses += 1
+                    self.budget.reported_tool_calls += 1
                     self.events.append("model_tool_use", source="model_reported", tool=block.get("name"),
                                        arguments=block.get("input"), tool_use_id=block.get("id"))
             try:

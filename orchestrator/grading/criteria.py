@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..stops import StopReason
+from ..toolnames import CONTRACT_TOOLS, mappable, mapped_calls
 from ..tasks import Task
 from ..canaries import find as find_canaries
 from ..canaryscan import ScanBounds, scan as scan_canaries
@@ -129,30 +130,54 @@ def _matches(token: str, event: dict[str, Any]) -> bool:
     return event["tool"] == token
 
 
-def trajectory(task: Task, events: list[dict[str, Any]], agent_kind: str) -> Criterion:
+def trajectory(task: Task, events: list[dict[str, Any]], agent_kind: str,
+               tool_map: dict[str, Any] | None = None) -> Criterion:
+    """The task's trajectory constraints, on the tool calls trialbox ran (source ``harness``) or, for a command
+    agent, whose tools run unseen, on the calls its model reported, mapped onto the contract (``toolnames``). A
+    constraint that names a tool no reported call can be mapped onto, or any tool constraint of an agent that
+    reported no tool call at all, cannot be checked: it is *not applicable*, with its reason, never a rejection."""
     c = task.config.constraints
-    tools = _tool_events(events)
+    reported = agent_kind == "command"
+    if reported:
+        tools, unmapped = mapped_calls(events, tool_map)
+        can_map = mappable(tool_map) if tools or unmapped else set()
+    else:
+        tools, unmapped, can_map = _tool_events(events), [], set(CONTRACT_TOOLS) | {"submit", "ask_user"}
     model_turns = sum(1 for e in events if e.get("kind") == "model_call")
     steps = model_turns if model_turns else len(tools)
-    problems = []
-    if agent_kind == "command" and (c.required_tools or c.forbidden_tools or c.forbidden_commands or c.order):
-        problems.append("a command agent's tool calls are not observed by the harness (only model-reported): "
-                        "the constraints cannot be checked")
+    problems, not_applicable = [], []
+
+    def checkable(token: str, what: str) -> bool:
+        tool = "bash" if token.startswith("bash:") else token
+        if not reported or tool in can_map:
+            return True
+        not_applicable.append(f"{what} {token!r}: " + ("the agent reported no tool call" if not can_map else
+                                                        f"no reported tool maps onto {tool!r}"))
+        return False
+
     used = {e["tool"] for e in tools}
-    problems += [f"required tool {t!r} never used" for t in c.required_tools if t not in used]
-    problems += [f"forbidden tool {t!r} used" for t in c.forbidden_tools if t in used]
+    problems += [f"required tool {t!r} never used" for t in c.required_tools
+                 if checkable(t, "required tool") and t not in used]
+    problems += [f"forbidden tool {t!r} used" for t in c.forbidden_tools if checkable(t, "forbidden tool") and t in used]
     for rx in c.forbidden_commands:
+        if not checkable("bash", f"forbidden command /{rx}/ needs"):
+            continue
         for e in tools:
             if e["tool"] == "bash" and re.search(rx, str(e["arguments"].get("command", ""))):
                 problems.append(f"forbidden command /{rx}/ at event {e['seq']}")
     for a, b in c.order:
+        if not (checkable(a, "order") and checkable(b, "order")):
+            continue
         first_b = next((e["seq"] for e in tools if _matches(b, e)), None)
         first_a = next((e["seq"] for e in tools if _matches(a, e)), None)
         if first_b is not None and (first_a is None or first_a > first_b):
             problems.append(f"{b!r} happened before {a!r}")
     if steps > c.max_steps:
         problems.append(f"{steps} steps, more than {c.max_steps}")
-    return Criterion("trajectory", True, not problems, {"problems": problems, "steps": steps, "tools_used": sorted(used)})
+    evidence: dict[str, Any] = {"problems": problems, "steps": steps, "tools_used": sorted(used)}
+    if reported:
+        evidence.update(source="model_reported", unmapped_tools=unmapped, not_applicable=not_applicable)
+    return Criterion("trajectory", True, not problems, evidence)
 
 
 def _model_output(events: list[dict[str, Any]]) -> str:
