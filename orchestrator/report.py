@@ -111,6 +111,12 @@ def _candidate(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str],
                          **{f"{k}_tokens": sum(getattr(r.tokens, k) for r in rows) / n
                             for k in ("input", "output", "cache_read", "cache_write")}}
     out["models_served"] = sorted({mdl for r in rows for mdl in r.models_served})
+    refused: dict[str, int] = {}
+    for r in rows:
+        for reason, n in (r.agent.refused_requests if r.agent else {}).items():
+            refused[reason] = refused.get(reason, 0) + n
+    out["proxy"] = {"requests_refused": dict(sorted(refused.items())),
+                    "model_reported_tool_calls": sum(r.agent.reported_tool_calls for r in rows if r.agent)}
     out["by_difficulty"] = {}
     for level in ("easy", "medium", "hard"):
         sub = [r for r in kept if difficulty.get(r.task) == level]

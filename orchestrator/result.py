@@ -163,7 +163,8 @@ class TrialResult:
         if a:
             doc.update(stop_detail=a.detail, summary=a.summary, abstained=a.abstained, tool_calls=a.tool_calls,
                        model_calls=a.model_calls, tokens=a.tokens.to_dict(), interventions=a.interventions,
-                       model_reported_tool_calls=a.reported_tool_calls)
+                       model_reported_tool_calls=a.reported_tool_calls,
+                       proxy_refused_requests=dict(sorted(a.refused_requests.items())))
         doc.update(self.cost.to_dict())
         doc.update(previous_attempts=[p.to_dict() for p in self.previous_attempts], events_anchor=self.events_anchor,
                    setup_outputs=list(self.setup_outputs), sandbox=dict(self.sandbox) if self.sandbox else None,
@@ -186,7 +187,8 @@ class TrialResult:
             agent = AgentRun(StopReason(d["stop_reason"]) if d.get("stop_reason") else None, str(d.get("stop_detail") or ""), d.get("summary"),
                              bool(d.get("abstained")), int(d.get("tool_calls") or 0), int(d.get("model_calls") or 0),
                              Tokens.from_dict(d.get("tokens")), int(d.get("interventions") or 0),
-                             int(d.get("model_reported_tool_calls") or 0))
+                             int(d.get("model_reported_tool_calls") or 0),
+                             {str(k): int(v) for k, v in (d.get("proxy_refused_requests") or {}).items()})
         changed = d.get("changed_paths")
         return cls(
             str(d["id"]), str(d["task"]), str(d["candidate"]), int(d["replicate"]), int(d["attempt"]),

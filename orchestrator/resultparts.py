@@ -51,12 +51,14 @@ class AgentRun:
     interventions: int = 0
     reported_tool_calls: int = 0
     """Tool calls the model reported (for a command agent, the only account of its tools: not observed)."""
+    refused_requests: Mapping[str, int] = field(default_factory=dict)
+    """Requests the model proxy refused, by reason (a command agent's)."""
 
     @classmethod
     def of(cls, r: AgentResult) -> "AgentRun":
         return cls(r.stop_reason, r.detail, r.summary, r.abstained, r.tool_calls, r.model_calls,
                    Tokens(r.input_tokens, r.output_tokens, r.cache_read_tokens, r.cache_write_tokens), r.interventions,
-                   r.reported_tool_calls)
+                   r.reported_tool_calls, dict(r.refused_requests))
 
     def agent_result(self, cost_usd: float) -> AgentResult:
         """The ``AgentResult`` grading reads (``regrade`` grades a stored trial from it)."""
@@ -64,7 +66,8 @@ class AgentRun:
         t = self.tokens
         return AgentResult(self.stop_reason, self.detail, self.summary, self.abstained, self.tool_calls,
                            self.model_calls, t.input, t.output, t.cache_read, t.cache_write, cost_usd,
-                           self.interventions, 0.0, self.reported_tool_calls)
+                           self.interventions, 0.0, self.reported_tool_calls,
+                           dict(self.refused_requests))
 
 
 @dataclass(frozen=True)
@@ -190,7 +193,7 @@ class Conditions:
 
 
 AGENT_KEYS = ("stop_detail", "summary", "abstained", "tool_calls", "model_calls", "tokens", "interventions",
-              "model_reported_tool_calls")
+              "model_reported_tool_calls", "proxy_refused_requests")
 """The stored document's fields of ``AgentRun`` (beside ``stop_reason``)."""
 
 

@@ -8,7 +8,7 @@ them import them without importing each other.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class StopReason(str, enum.Enum):
@@ -51,6 +51,8 @@ class AgentResult:
     duration_s: float
     reported_tool_calls: int = 0
     """Tool calls the model reported (a command agent's own tools run unseen: these are its only account)."""
+    refused_requests: dict[str, int] = field(default_factory=dict)
+    """Requests the model proxy refused, by reason (a command agent's)."""
 
 
 class Outcome(str, enum.Enum):

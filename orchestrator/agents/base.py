@@ -65,4 +65,5 @@ def run_agent(agent: Agent, ctx: AgentContext) -> AgentResult:
     b = ctx.budget
     return AgentResult(reason, detail, sub.summary if sub else None, bool(sub and sub.abstain), b.tool_calls,
                        b.model_calls, b.input_tokens, b.output_tokens, b.cache_read_tokens, b.cache_write_tokens,
-                       round(b.cost_usd, 6), ctx.toolbox.interventions, time.monotonic() - t0, b.reported_tool_calls)
+                       round(b.cost_usd, 6), ctx.toolbox.interventions, time.monotonic() - t0, b.reported_tool_calls,
+                       dict(b.refused_requests))

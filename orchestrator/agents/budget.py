@@ -39,6 +39,8 @@ class Budget:
         self.cache_write_tokens = 0
         self.cost_usd = 0.0
         self.reported_tool_calls = 0
+        self.refused_requests: dict[str, int] = {}
+        """Requests the model proxy refused, by reason."""
         """Tool calls the model reported, as the proxy saw them (a command agent's tools run unseen)."""
         self.model_calls = 0
 

@@ -161,6 +161,7 @@ class ModelProxy:
         with self._record_lock:
             for event in self.refused:
                 events.append("proxy_refused", **event)
+                self._count_refusal(event["reason"])
             self.refused.clear()
 
     def stop(self) -> None:
@@ -185,9 +186,14 @@ class ModelProxy:
         with self._record_lock:
             if self.events is not None:
                 self.events.append("proxy_refused", **event)
+                self._count_refusal(reason)
             elif len(self.refused) < 1000:
                 self.refused.append(event)
         self._reply(h, status, kind, message)
+
+    def _count_refusal(self, reason: str) -> None:
+        if self.budget is not None:
+            self.budget.refused_requests[reason] = self.budget.refused_requests.get(reason, 0) + 1
 
     def _probe(self, h: BaseHTTPRequestHandler) -> None:
         """A reachability probe (``HEAD /api/hello``) is answered here with an empty 200; anything else a
@@ -220,6 +226,7 @@ class ModelProxy:
         except AgentStop as stop:
             self.stop_reason = self.stop_reason or stop
             self.events.append("model_refused", reason=stop.reason.value, detail=stop.detail)
+            self._count_refusal(stop.reason.value)
             self._reply(h, 403, "trialbox_budget_exhausted", f"trialbox: {stop.reason.value}: {stop.detail}")
             return False
         return True
@@ -249,11 +256,13 @@ class ModelProxy:
                 requested = None
             if requested != self.model:
                 self.events.append("model_refused", reason="model_not_pinned", detail=str(requested)[:100])
+                self._count_refusal("model_not_pinned")
                 self._reply(h, 403, "permission_error", f"trialbox proxy: this trial's model is {self.model}")
                 return
         found = find_canaries(self.canaries, body.decode("utf-8", errors="replace"))
         if found:  # a planted secret on its way out: recorded, and never forwarded
             self.events.append("egress_canary", found=len(found), bytes=len(body))
+            self._count_refusal("secret_in_request")
             self._reply(h, 403, "trialbox_secret_blocked", "trialbox: the request carried a secret and was not sent")
             return
         started, t0 = now_iso(), time.monotonic()

@@ -105,7 +105,8 @@ def test_counting_tokens_is_relayed_and_recorded_but_not_charged(proxied):
 def test_probes_are_answered_here_and_every_refusal_is_recorded(proxied):
     proxy, client, events, path = proxied
     assert client.get("/v1/models").status_code == 404  # before the trial started: kept, recorded on attach
-    proxy.attach(events, Budget(BudgetLimits()))
+    budget = Budget(BudgetLimits())
+    proxy.attach(events, budget)
     hello = client.head("/api/hello")
     assert hello.status_code == 200 and hello.content == b""
     assert client.post("/v1/files", json={}).status_code == 404
@@ -118,12 +119,15 @@ def test_probes_are_answered_here_and_every_refusal_is_recorded(proxied):
     assert refused == [("GET", "/v1/models", 404, "path_not_relayed"), ("POST", "/v1/files", 404, "path_not_relayed"),
                        ("DELETE", "/v1/messages", 405, "method_not_relayed"),
                        ("POST", "/v1/messages", 401, "unknown_token")]
+    assert budget.refused_requests == {"path_not_relayed": 2, "method_not_relayed": 1, "unknown_token": 1}
 
 
 def test_a_request_for_another_model_is_refused_and_recorded(proxied):
     proxy, client, events, path = proxied
-    proxy.attach(events, Budget(BudgetLimits()))
+    budget = Budget(BudgetLimits())
+    proxy.attach(events, budget)
     assert client.post("/v1/messages", json=body("claude-opus-4-1-20250805")).status_code == 403
+    assert budget.refused_requests == {"model_not_pinned": 1}
     assert Upstream.seen == []
     [refused] = [e for e in read_events(path) if e["kind"] == "model_refused"]
     assert refused["reason"] == "model_not_pinned"

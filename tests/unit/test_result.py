@@ -63,3 +63,27 @@ def test_documents_of_earlier_versions_are_read():
     assert r.agent is not None and r.agent.stop_reason is None and r.tool_calls == 4 and r.interventions == 1
     assert r.outcome is Outcome.INFRA_ERROR and r.cost.attempt_usd == 0.42 and r.verdict.criteria[0].name == "scope"
     assert r.to_dict()["stop_reason"] is None
+
+
+def test_what_the_proxy_saw_of_a_command_agent_is_kept_and_reported(tmp_path):
+    from orchestrator.manifest import Manifest
+    from orchestrator.report import build_report
+    from orchestrator.store import RunPaths, Store
+
+    agent = AgentRun(StopReason.SUBMITTED, reported_tool_calls=5, refused_requests={"path_not_relayed": 2})
+    r = TrialResult.graded(spec(), infra_verdict("sandbox", "x"), agent, 0.0)
+    doc = json.loads(json.dumps(r.to_dict()))
+    assert doc["model_reported_tool_calls"] == 5 and doc["proxy_refused_requests"] == {"path_not_relayed": 2}
+    assert TrialResult.from_dict(doc) == r
+    paths = RunPaths(tmp_path / "run")
+    store = Store(paths)
+    paths.lock.write_text("{}")
+    for i in range(2):
+        store.record(TrialResult.from_dict({**doc, "id": f"t/a/{i}", "replicate": i}), [])
+    store.close()
+    m = Manifest.model_validate({"experiment": {"name": "r", "seed": 3}, "candidates": [{"name": "a", "agent": "nop"}],
+                                 "execution": {"trials_per_task": 2}, "analysis": {"k": [1]}})
+    report = build_report(paths, m, {}, {"t": "t"}, 2)
+    assert report["candidates"]["a"]["proxy"] == {"requests_refused": {"path_not_relayed": 4},
+                                                  "model_reported_tool_calls": 10}
+    assert report["candidates"]["a"]["efficiency"]["model_reported_tool_calls"] == 5.0
