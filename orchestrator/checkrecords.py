@@ -57,20 +57,21 @@ def _harness() -> dict[str, str]:
     return harness_identity()
 
 
-def _record_path(task: Task, image_id: str) -> Path:
+def record_path(task: Task, image_id: str) -> Path:
+    """Where a task's last check is recorded (every problem it found is there)."""
     return load_settings().state_dir / "taskcheck" / f"{check_key(task, image_id)[:40]}.json"
 
 
 def last_check(task: Task, image_id: str) -> dict[str, Any] | None:
     """The recorded verdict of this exact task, grader and image (None: never checked)."""
     try:
-        return json.loads(_record_path(task, image_id).read_text())
+        return json.loads(record_path(task, image_id).read_text())
     except (OSError, ValueError):
         return None
 
 
 def save_check(task: Task, image_id: str, check: TaskCheck) -> None:
-    path = _record_path(task, image_id)
+    path = record_path(task, image_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{uuid.uuid4().hex[:6]}")
     tmp.write_text(json.dumps({"task": task.id, "ok": check.ok, "problems": check.problems, "image_id": image_id,

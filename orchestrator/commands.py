@@ -25,8 +25,10 @@ def err(text: object) -> None:
 
 
 def say(line: str) -> None:
-    """The progress callback of long commands: one line (or a few) at once, terminal-safe, flushed."""
-    echo(line, flush=True)
+    """The progress callback of long commands: one line (or a few) at once, terminal-safe, flushed. Its callers
+    make every field that is not trialbox's own ``printable`` first, so the columns they pad are kept as they
+    are (controls and line breaks are still escaped here)."""
+    print(printable_lines(str(line), space_runs=False), flush=True)
 
 
 def connect_engine():

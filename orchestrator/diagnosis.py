@@ -97,9 +97,12 @@ def criterion_detail(c: dict[str, Any]) -> str:
     return f"{c['name']}: " + "; ".join(f"{k} {ev[k][:3]}" for k in keys) if keys else c["name"]
 
 
-def log_cause(log_file: Path) -> str | None:
+def log_cause(log_file: Path, criteria: list[dict[str, Any]] = ()) -> str | None:
+    """Why a grader run failed: the collection errors its verdict kept (a module that cannot be imported is the
+    cause of every ``not found`` after it, and the log's tail may have lost it), then the log's own lines."""
+    errors = [e for c in criteria for e in (c.get("evidence") or {}).get("collect_errors") or []]
     try:
         text = log_file.read_text()
     except OSError:
-        return None
-    return root_cause(TestRun(log_tail=text))
+        text = ""
+    return root_cause(TestRun(log_tail=text, collect_errors=errors)) if text or errors else None

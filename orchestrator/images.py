@@ -49,6 +49,7 @@ from .errors import ConfigError, ImageBuildError, ImageError, ImageNotFound
 from .hashing import combine, tree_sha256
 from .log import get_logger
 from .settings import Settings
+from .textsafe import printable
 
 BASE = "base"
 CA_FILE = "trialbox-build-ca.crt"
@@ -213,7 +214,7 @@ def _build_dockerfile(client, folder: Path, name: str, recipe: str, base_id: str
                         if STEP.match(line):
                             step = line
                             if say is not None:
-                                say(f"  {name}: {line}")
+                                say(f"  {name}: {printable(line)}")
                 if "error" in chunk:
                     raise ImageBuildError(f"docker build of {name} failed at {step or 'its first step'}: "
                                           f"{chunk['error'].strip()}", image=name, log_tail="".join(lines)[-3000:])

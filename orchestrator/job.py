@@ -97,14 +97,17 @@ MODEL_AGENTS = ("claude", "command")
 
 def _progress(say: Callable[[str], None], done: int, total: int, running: int, failed: int, t0: float,
               cost: float, spec: TrialSpec, result: TrialResult, show_node: bool = False,
-              spent: float | None = None) -> None:
+              spent: float | None = None, done_here: int | None = None) -> None:
+    """One progress line; ``done_here`` is how many of ``done`` finished in this session (the time left is
+    estimated from those alone: a resumed run's earlier trials took none of this session's time)."""
     v = result.verdict
     label = v.label
     if show_node:
         label += f" on {printable(result.node_name)}"
     reasons = f" [{', '.join(printable(r) for r in v.reasons)}]" if v.reasons else ""  # one line, whatever they hold
     elapsed = time.monotonic() - t0
-    eta = elapsed / done * (total - done) if done else 0.0
+    here = done if done_here is None else done_here
+    eta = elapsed / here * (total - done) if here else 0.0
     spent = spent if spent is not None else result.cost.model_usd or 0
     say(f"[{done}/{total}] {spec.trial_id:46s} {label}{reasons}  {result.duration_s or 0:.1f}s {money(spent)}"
         f"  | running {running}, not accepted {failed}, elapsed {elapsed:.0f}s, ~{eta:.0f}s left, cost {money(cost)}")
@@ -136,7 +139,8 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
                                              **arrangement([c.name for c in m.candidates], m.experiment.seed),
                                              "trials": [s.trial_id for s in specs]}, indent=1) + "\n")
         queue = deque(_resumed(s, paths) for s in specs if s.trial_id not in done)
-        cost = sum(charged(r, m.execution.max_cost_usd, m.costs) for r in store.trials())
+        recorded = store.trials()
+        cost = sum(charged(r, m.execution.max_cost_usd, m.costs) for r in recorded)
         cap = m.execution.max_run_cost_usd
         say(f"run {paths.root}: {len(specs)} trial(s), {len(done)} already done; backend {runner.name}: "
             f"{runner.describe()}")
@@ -144,7 +148,7 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
         say(f"worst-case cost: {paying} of {len(queue)} trial(s) call a model, x ${m.execution.max_cost_usd} = "
             f"${paying * m.execution.max_cost_usd:.2f}; run cap: {'none' if cap is None else f'${cap:.2f}'}")
         stopped, left = _run_queue(queue, len(specs), len(done), cap, cost, store, runner, paths, say,
-                                 m.execution.max_cost_usd, m.costs)
+                                   m.execution.max_cost_usd, m.costs, sum(not r.accepted for r in recorded))
         paths.run_record.write_text(json.dumps({
             "stopped_by_cost_cap": stopped, "backend": runner.name, "slots": runner.slots,
             "host_share": str(load_settings().host_share) if runner.name == "local" else None}) + "\n")
@@ -205,11 +209,12 @@ def _resumed(spec: TrialSpec, paths: RunPaths) -> TrialSpec:
 
 def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost: float, store: Store,
              runner: Backend, paths: RunPaths, say: Callable[[str], None],
-             max_cost_usd: float = 0.0, costs: CostsConfig | None = None) -> tuple[bool, int]:
-    """Start trials in plan order as the backend admits them; record each as it ends.
+             max_cost_usd: float = 0.0, costs: CostsConfig | None = None, failed: int = 0) -> tuple[bool, int]:
+    """Start trials in plan order as the backend admits them; record each as it ends. ``finished``, ``cost`` and
+    ``failed`` (not accepted) count what an earlier session of the run already recorded.
 
     Returns whether the cost cap stopped admission, and how many trials were left unrun."""
-    t0, failed, stopped = time.monotonic(), 0, False
+    t0, stopped, at_start = time.monotonic(), False, finished
     try:
         while queue or runner.running:
             while queue:
@@ -254,7 +259,7 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
                 cost += spent
                 failed += not result.accepted
                 _progress(say, finished, total, runner.running, failed, t0, cost, spec, result, runner.name == "ray",
-                          spent)
+                          spent, finished - at_start)
     except BaseException:
         # running trials stop before grading; finished ones are still recorded
         for spec, outcome in runner.interrupt():

@@ -88,6 +88,10 @@ def _candidate(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str],
     }
     for metric in ("pass_at_k", "pass_hat_k"):
         out[metric] = {str(k): _metric(metric, k, per_task, cluster_of, a.confidence, m.experiment.seed) for k in a.k}
+    out["per_task"] = {t: {"trials": n, "accepted": c,  # the values the means above are taken over
+                           **{metric: {str(k): _task_metric(metric, n, c, k) for k in a.k}
+                              for metric in ("pass_at_k", "pass_hat_k")}}
+                       for t, (n, c) in sorted(per_task.items())}
     tasks = sorted(per_task)
     whole = TrialCost()
     for c in (costs[r.id] for r in rows):  # this candidate's trials only

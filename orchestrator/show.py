@@ -18,10 +18,27 @@ from .store import RunPaths, Store
 from .textsafe import printable
 
 
+SHOWN_TESTS = 20
+"""Tests that did not pass, named under a criterion (the rest are counted; every one is in verdict.json)."""
+
+
 def _evidence(evidence: dict[str, Any]) -> str:
+    """A criterion's evidence on one line, what explains a failure first: the tests that did not pass (and how
+    many did), then the collection errors, then the rest; cut at 600 characters, saying where the whole is."""
     shown = {k: v for k, v in evidence.items() if v not in ([], {}, None, "")}
-    text = json.dumps(shown, default=str, ensure_ascii=False)
-    return text if len(text) < 600 else text[:600] + " …"
+    first: dict[str, Any] = {}
+    outcomes = shown.pop("outcomes", None)
+    if isinstance(outcomes, dict):
+        bad = [(k, v) for k, v in outcomes.items() if v != "passed"]
+        if bad:
+            first["not_passed"] = dict(bad[:SHOWN_TESTS])
+            if len(bad) > SHOWN_TESTS:
+                first["not_passed_more"] = len(bad) - SHOWN_TESTS
+        first["passed"] = len(outcomes) - len(bad)
+    if "collect_errors" in shown:
+        first["collect_errors"] = shown.pop("collect_errors")
+    text = json.dumps({**first, **shown}, default=str, ensure_ascii=False)
+    return text if len(text) < 600 else text[:600] + " … (the whole evidence is in the trial's verdict.json)"
 
 
 def _event_line(e: dict[str, Any]) -> str:

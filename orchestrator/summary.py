@@ -56,7 +56,9 @@ def _run_lines(report: dict[str, Any]) -> list[str]:
                          f"{e['hardware'].get('memory_mb')} MiB): {e['accepted']}/{e['trials']} accepted; {per}")
     lines += [f"warning: {w}" for w in report["warnings"]]
     iv = report.get("intervals")
-    if iv:
+    if iv and iv["clusters"] < 2:
+        lines.append(f"intervals: none ({iv['clusters']} cluster(s): an interval needs at least 2)")
+    elif iv:
         measured = iv["measured_coverage"]
         lines.append(f"intervals: {report['confidence']:.0%}, cluster-robust CR2 with t on {max(iv['clusters'] - 1, 0)} "
                      f"degrees of freedom ({iv['clusters']} cluster(s); rates on the logit scale, cost per accepted run as a ratio on the log scale, ablation "

@@ -62,9 +62,14 @@ from .sandbox.docker import docker_host
 from .settings import load_settings
 from .store import RunPaths
 from .tasks import Task, git_env
-from .checkrecords import TaskCheck, save_check
+from .checkrecords import TaskCheck, record_path, save_check
 from .diagnosis import criterion_detail, log_cause, untouched_problems
+from .textsafe import printable
 from .trial import TrialSpec, run_trial
+
+
+SHOWN_PROBLEMS = 8
+"""A task's problems printed under it; the rest are counted, and all are in its check record."""
 
 
 # --------------------------------------------------------------------------- leaks
@@ -170,7 +175,7 @@ def _agents(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str
             failing = [c for c in v["criteria"] if c["critical"] and not c["passed"]]
             detail = "; ".join(criterion_detail(c) for c in failing[:3])
             tested = any(c["name"] in ("fail_to_pass", "pass_to_pass", "grader_integrity") for c in failing)
-            cause = log_cause(log_file) if tested else None
+            cause = log_cause(log_file, failing) if tested else None
             problems.append(f"the oracle was not accepted ({tid}: {v['outcome']} {v['reasons']})"
                             + (f": {cause}" if cause else "") + (f"; {detail}" if detail else ""))
         if "/nop/" in tid and v["accepted"]:
@@ -225,7 +230,7 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
     records, build_failures = build_environments(loaded, tasks, client, say)
     image_ids = {key: r.image_id for key, r in records.items()}
     for tid, why in build_failures.items():
-        say(f"{tid:32s} PROBLEM  {why}")
+        say(f"{tid:32s} PROBLEM  {printable(why)}")
     buildable = [t for t in tasks if t.id not in build_failures]
     results: list[TaskCheck] = [TaskCheck(tid, [why]) for tid, why in build_failures.items()]
     if buildable:
@@ -249,8 +254,12 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                     problems = [f"could not be checked: {exc.message}"]
                 check = TaskCheck(task.id, list(dict.fromkeys(problems)), time.monotonic() - start)
                 save_check(task, image_id, check)
-                head = "ok" if check.ok else f"PROBLEM  {check.problems[0]}"
-                more = "".join(f"\n{'':32s}          {p}" for p in check.problems[1:8])
+                head = "ok" if check.ok else f"PROBLEM  {printable(check.problems[0])}"
+                shown = SHOWN_PROBLEMS
+                more = "".join(f"\n{'':32s}          {printable(p)}" for p in check.problems[1:shown])
+                if len(check.problems) > shown:
+                    more += (f"\n{'':32s}          … and {len(check.problems) - shown} more "
+                             f"(every one in {record_path(task, image_id)})")
                 say(f"{task.id:32s} {head}  ({check.seconds:.1f}s){more}")
                 return check
 

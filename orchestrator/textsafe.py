@@ -95,12 +95,14 @@ def _unsafe(ch: str) -> bool:
     return category[0] == "C" or category in ("Zl", "Zp", "Zs") or ch in _BLANK_LETTERS
 
 
-def printable(text: Any) -> str:
+def printable(text: Any, space_runs: bool = True) -> str:
     """One line of text a terminal shows as it is: every control or invisible formatting character
     (escape sequences, carriage returns, newlines, tabs, bidi overrides, zero-width marks,
-    surrogates) replaced by its visible escape."""
+    surrogates) replaced by its visible escape, and (``space_runs``) a long run of spaces shown by its
+    length. A line trialbox pads itself, whose every field was made ``printable`` on its own, is passed
+    with ``space_runs=False``: its own alignment is not a forged line."""
     text = recordable(text if isinstance(text, str) else str(text))
-    if "                " in text:
+    if space_runs and "                " in text:
         text = _SPACE_RUN.sub(lambda m: f" [{len(m.group())} spaces] ", text)
     if text.isascii() and text.isprintable():
         return text
@@ -123,9 +125,9 @@ def printable(text: Any) -> str:
     return "".join(out)
 
 
-def printable_lines(text: str) -> str:
+def printable_lines(text: str, space_runs: bool = True) -> str:
     """A block of text whose own line breaks are kept and every line made ``printable``."""
-    return "\n".join(printable(line) for line in text.split("\n"))
+    return "\n".join(printable(line, space_runs) for line in text.split("\n"))
 
 
 def html_text(text: Any) -> str:

@@ -232,3 +232,16 @@ def test_every_file_that_cannot_import_is_kept_however_many_node_ids_it_was_aske
     run = TestRun(outcomes={"tests/test_encoding.py::test_ok": "passed"}, results_found=True,
                   exit_codes=[1, 4, 4, 4], collect_errors=errors)  # groups in file order: encoding, serializer, ...
     assert untouched_problems(T(), [run, run]) == []
+
+
+def test_the_oracles_cause_is_the_collection_error_the_verdict_kept_not_the_logs_tail(tmp_path):
+    from orchestrator.diagnosis import log_cause
+
+    log = tmp_path / "grader.log"
+    log.write_text("".join(f"ERROR: not found: /workspace/tests/test_timed.py::test_{i}\n" for i in range(50)))
+    failing = [{"name": "fail_to_pass", "critical": True, "passed": False,
+                "evidence": {"collect_errors": [{"node": "tests/test_timed.py",
+                                                 "error": "tests/test_timed.py:7: in <module>\n    import freezegun\n"
+                                                          "E   ModuleNotFoundError: No module named 'freezegun'"}]}}]
+    assert log_cause(log, failing) == "tests/test_timed.py: ModuleNotFoundError: No module named 'freezegun'"
+    assert log_cause(log).startswith("ERROR: not found")  # the tail alone says only what followed from it

@@ -195,3 +195,14 @@ def test_a_comparison_uses_only_tasks_both_candidates_can_be_measured_on(tmp_pat
     assert left["baseline_only"] == [f"t{i:02d}" for i in range(10)] and not left["candidate_only"]
     assert "pass_hat_k@3" in left["why"]
     assert report["candidates"]["new"]["pass_hat_k"]["3"]["tasks_without_k_trials"] == [f"t{i:02d}" for i in range(10)]
+
+
+def test_per_task_values_are_what_the_means_are_taken_over(tmp_path):
+    report, _ = decide(tmp_path, manifest(min_delta=0.1), p_base=0.3, p_new=0.9)
+    new = report["candidates"]["new"]
+    for metric in ("pass_at_k", "pass_hat_k"):
+        for k in ("1", "3"):
+            values = [t[metric][k] for t in new["per_task"].values() if t[metric][k] is not None]
+            assert new[metric][k]["value"] == pytest.approx(sum(values) / len(values))
+    assert sum(t["accepted"] for t in new["per_task"].values()) == new["n_accepted"]
+    assert sum(t["trials"] for t in new["per_task"].values()) == new["n_trials_in_denominator"]

@@ -263,3 +263,11 @@ def test_an_agent_asking_for_another_model_stops_the_run_as_a_configuration_erro
         _run_queue(deque([spec(0), spec(1)]), 2, 0, None, 0.0, st, Scripted(answer), paths, lambda _: None, 1.0)
     assert "candidate a" in info.value.message and "claude-opus-4-1-20250805" in info.value.message
     assert st.trials() == []  # not a rejected trial: nothing measured the agent
+
+
+def test_a_resumed_run_counts_what_its_earlier_session_recorded(store):
+    paths, st = store
+    said: list[str] = []
+    _run_queue(deque([spec(2)]), 3, 2, None, 0.0, st, Scripted(accepted), paths, said.append, 1.0, None, 1)
+    [line] = [s for s in said if s.startswith("[3/3]")]
+    assert "not accepted 1," in line  # the earlier session's rejection still counts

@@ -275,3 +275,29 @@ def test_progress_line_is_one_line(tmp_path):
     _progress(said.append, 1, 2, 0, 0, 0.0, 0.0, Spec(), result, show_node=True)
     assert len(said) == 1 and "\n" not in said[0] and not controls(said[0])
     assert said[0].startswith("[1/2] t1/a/0") and "rejected on n\\x1b[2J" in said[0]
+
+
+def test_progress_keeps_its_own_columns_and_still_shows_a_fields_space_run(capsys):
+    from orchestrator.commands import say
+    from orchestrator.job import _progress
+
+    class Spec:
+        trial_id = "t1/a/0"
+
+    result = TrialResult.from_dict({
+        "id": "t1/a/0", "task": "t1", "candidate": "a", "replicate": 0, "attempt": 1, "duration_s": 1.0,
+        "verdict": {"outcome": "rejected", "kind": None, "accepted": False, "reasons": ["x" + " " * 40 + "y\x1b[2J"]}})
+    _progress(say, 1, 2, 0, 1, 0.0, 0.0, Spec(), result)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "t1/a/0" + " " * 40 in out  # trialbox's padding, as it is
+    assert "x [40 spaces] y\\x1b[2J" in out and "\x1b" not in out  # the reason's run and escape, shown
+
+
+def test_show_names_the_failing_tests_first_however_many_passed():
+    from orchestrator.show import _evidence
+
+    outcomes = {f"tests/test_a.py::test_{i:03d}": "passed" for i in range(262)}
+    outcomes.update({f"tests/test_b.py::test_bad_{i}": "failed" for i in range(10)})
+    line = _evidence({"outcomes": outcomes, "total": 272, "passed": 262})
+    assert all(f"test_bad_{i}" in line for i in range(10)) and '"passed": 262' in line
+    assert "test_a.py::test_000" not in line  # the passing ones are counted, not listed

@@ -107,7 +107,8 @@ class RayBackend:
             return None
         best = max(free, key=lambda n: ((n.fit - n.load) / n.fit, n.name))
         if home is not None:
-            self.say(f"block {spec.block} moves from node {home} (gone) to {best.name}: it counts as split")
+            self.say(f"block {spec.block} moves from node {printable(home)} (gone) to {printable(best.name)}: "
+                     "it counts as split")
         self.block_node[spec.block] = best.name
         return best.name
 

@@ -149,7 +149,7 @@ class Membership:
                 for p in problems:
                     self.say(f"not using {printable(p)}")
                 if not problems:
-                    self.say(f"node {next(n.name for n in self.nodes.values() if n.id == node_id)} joined")
+                    self.say(f"node {printable(next(n.name for n in self.nodes.values() if n.id == node_id))} joined")
 
     def alive(self, name: str) -> bool:
         node = self.nodes.get(name)
