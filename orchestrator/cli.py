@@ -74,12 +74,19 @@ def cmd_images_build(args: argparse.Namespace) -> int:
         from .errors import ImageError
         from .taskcheck import build_environments
 
+        from .agentlayers import build_agent_layers
+
         loaded, tasks = load_all(Path(args.manifest))
-        records, failed = build_environments(loaded, tasks, connect_engine(), say)
+        client = connect_engine()
+        records, failed = build_environments(loaded, tasks, client, say)
         for tid, why in failed.items():
             err(f"{tid}: {why}")
+        environments = {t.image_key: records[t.image_key].image_id for t in tasks if t.image_key in records}
+        layers = build_agent_layers(client, loaded, tasks, environments, load_settings(), say)
         for r in records.values():
             print(f"{r.name:10s} {r.image_id} {r.tag}")
+        for (candidate, key), r in layers.items():
+            print(f"{candidate} on {key}: {r.image_id} {r.tag}")
         if failed:
             raise ImageError(f"{len(failed)} task(s) have an environment that does not build")
         return 0

@@ -144,6 +144,15 @@ def _record(name: str, tag: str, recipe: str, image) -> ImageRecord:
     return ImageRecord(name, tag, image.id, recipe, list(image.attrs.get("RepoDigests") or []))
 
 
+find_image, image_record = _find, _record  # for the agent layers (``agentlayers``), which build the same way
+
+
+def build_layer(client: docker.DockerClient, recipe: Recipe, recipe_sha256: str, tag: str, base_id: str,
+                settings: Settings, say: Callable[[str], None] | None = None) -> None:
+    """Build a Dockerfile recipe on ``base_id`` under ``tag`` (an agent layer: its base is not a recipe)."""
+    _build_dockerfile(client, recipe.folder, recipe.key, recipe_sha256, base_id, settings, say, tag)
+
+
 def resolve_recipe(client: docker.DockerClient, images_dir: Path, recipe: Recipe) -> ImageRecord:
     """The built image for the current content of ``recipe`` (and its chain); never builds, never pulls."""
     parent_id = None
@@ -193,7 +202,7 @@ STEP = re.compile(r"^Step \d+/\d+ : .*")
 
 
 def _build_dockerfile(client, folder: Path, name: str, recipe: str, base_id: str, settings: Settings,
-                      say: Callable[[str], None] | None = None):
+                      say: Callable[[str], None] | None = None, tag: str | None = None):
     with tempfile.TemporaryDirectory(prefix="trialbox-ctx-") as tmp:
         ctx = Path(tmp) / "ctx"
         shutil.copytree(folder, ctx, symlinks=True)
@@ -205,7 +214,7 @@ def _build_dockerfile(client, folder: Path, name: str, recipe: str, base_id: str
         lines: list[str] = []
         step = ""
         with docker_errors():
-            for chunk in client.api.build(path=str(ctx), tag=_tag(name, recipe), buildargs={"BASE": base_id},
+            for chunk in client.api.build(path=str(ctx), tag=tag or _tag(name, recipe), buildargs={"BASE": base_id},
                                           labels={f"{LABEL_PREFIX}.image": name, f"{LABEL_PREFIX}.recipe": recipe},
                                           rm=True, forcerm=True, pull=False, decode=True):
                 if "stream" in chunk:

@@ -64,8 +64,9 @@ def open_run(loaded: LoadedManifest, lock: dict[str, Any], out: Path | None) -> 
         if sha256_file(paths.manifest) != sha256_file(loaded.path):
             raise LockError(f"{root} was started from another manifest: refusing to resume it with {loaded.path}")
         previous = json.loads(paths.lock.read_text())
-        drifted = [k for k in ("manifest_sha256", "dataset_revision", "grader_commit", "images", "tasks", "prompts",
-                               "scripts", "environment", "execution") if previous.get(k) != lock.get(k)]
+        drifted = [k for k in ("manifest_sha256", "dataset_revision", "grader_commit", "images", "agent_images",
+                               "tasks", "prompts", "scripts", "environment", "execution")
+                   if previous.get(k) != lock.get(k)]
         if drifted:
             raise DriftError([f"{k}: differs from the lock the run started with" for k in drifted])
     else:
@@ -86,8 +87,15 @@ def trial_specs(loaded: LoadedManifest, tasks: list[Task], lock: dict[str, Any],
     by_name = {c.name: c for c in m.candidates}
     planned = plan([t.id for t in tasks], [c.name for c in m.candidates], ex.trials_per_task, m.experiment.seed,
                    ex.order)
+    def image(task: Task, candidate: str) -> tuple[str, str | None]:
+        """The agent's image (its layer on the environment, when it has one) and the grader's (the environment)."""
+        environment = lock["images"][task.image_key]["image_id"]
+        layer = (lock.get("agent_images") or {}).get(candidate, {}).get(task.image_key)
+        return (layer["image_id"], environment) if layer else (environment, None)
+
     return [TrialSpec(p.trial_id, run_id, by_task[p.task], by_name[p.candidate], p.replicate,
-                      lock["images"][by_task[p.task].image_key]["image_id"], m.environment, limits, block=p.block)
+                      image(by_task[p.task], p.candidate)[0], m.environment, limits, block=p.block,
+                      grader_image_id=image(by_task[p.task], p.candidate)[1])
             for p in planned]
 
 

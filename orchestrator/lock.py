@@ -25,6 +25,7 @@ from typing import Any
 
 import docker
 
+from .agentlayers import agent_images_section, layered
 from . import __version__
 from .engine import engine_version
 from .errors import DriftError, ImageNotFound, LockError, Problem, ValidationFailed
@@ -101,6 +102,7 @@ def resolve_lock(loaded: LoadedManifest, tasks: list[Task], client: docker.Docke
     graders = {t.id: tree_sha256(t.grader_folder) for t in tasks}
     task_section = _tasks_section(tasks, settings)
     prompts, scripts = _candidate_files(loaded)
+    images = _images_section(client, images_dir, tasks)
     return {
         "lock_version": LOCK_VERSION,
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -110,7 +112,8 @@ def resolve_lock(loaded: LoadedManifest, tasks: list[Task], client: docker.Docke
         "tool_contract_revision": m.experiment.tool_contract_revision,
         "price_table_version": load_prices().version,
         "costs": m.costs.model_dump(mode="json"),  # the prices of what is not a model call, as declared
-        "images": _images_section(client, images_dir, tasks),
+        "images": images,
+        **({"agent_images": agent_images_section(client, loaded, tasks, images, settings)} if layered(loaded) else {}),
         "tasks": task_section,
         "graders": graders,
         "dataset_revision": combine({k: combine({"task": v["task_sha256"], "repo": v["repo_commit"]})
@@ -142,6 +145,10 @@ def stated_mismatches(loaded: LoadedManifest, lock: dict[str, Any]) -> list[Prob
     for name, img in lock["images"].items():
         if str(img["image_id"]).startswith("missing"):
             out.append(Problem(f, f"images.{name}", img["image_id"].removeprefix("missing: ")))
+    for cand, layers in (lock.get("agent_images") or {}).items():
+        for name, img in layers.items():
+            if str(img["image_id"]).startswith("missing"):
+                out.append(Problem(f, f"agent_images.{cand}.{name}", img["image_id"].removeprefix("missing: ")))
     return out
 
 

@@ -91,6 +91,10 @@ class CommandCandidate(_CandidateBase):
     """The command run inside the container."""
     model_snapshot: str | None = None
     """The model the command agent is told to use, when it uses one."""
+    agent_image: Path | None = None
+    """The agent's installation: a recipe folder (a Dockerfile, ``ARG BASE`` / ``FROM ${BASE}``) built on top of
+    each task's environment (``agentlayers``); the grader runs from the environment without it. Without it, the
+    agent must be in the task's image."""
     tool_map: dict[str, ToolMapping] = {}
     """Model-reported tool name → the contract tool it counts as, for the task's trajectory constraints; over
     ``toolnames.DEFAULT_TOOL_MAP`` (Claude Code's, Codex's and OpenHands' tool names are there already)."""

@@ -56,7 +56,7 @@ def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], clie
             if task.id not in originals:
                 originals[task.id] = tree_from_tar(materialize(task, load_settings().repos_dir).tar_path)
             cand = next(c for c in loaded.manifest.candidates if c.name == row.candidate)
-            graded = grade_trial(docker_sandboxes(client), row.image_id, task, originals[task.id], final,
+            graded = grade_trial(docker_sandboxes(client), row.grader_image_id or row.image_id, task, originals[task.id], final,
                                  read_events(folder.events), row.agent.agent_result(row.cost.model_usd or 0.0),
                                  json.loads(folder.canaries.read_text()), loaded.manifest.environment.network_policy,
                                  cand.agent, GraderLimits.for_environment(loaded.manifest.environment),

@@ -56,6 +56,9 @@ class TrialResult:
     retries: int = 0
     block: int | None = None
     image_id: str | None = None
+    """The image the agent's sandbox ran from."""
+    grader_image_id: str | None = None
+    """The grader's image, when it is not the agent's (an agent layer: the grader runs from the environment)."""
     node: Mapping[str, Any] | None = None
     agent: AgentRun | None = None
     previous_attempts: tuple[PreviousAttempt, ...] = ()
@@ -101,7 +104,8 @@ class TrialResult:
     @classmethod
     def _of(cls, spec: "TrialSpec", verdict: Verdict, cost: CostAccount, **recorded: Any) -> "TrialResult":
         return cls(spec.trial_id, spec.task.id, spec.candidate.name, spec.replicate, spec.attempt, verdict, cost,
-                   spec.retries, spec.block, spec.image_id, previous_attempts=tuple(spec.previous_attempts),
+                   spec.retries, spec.block, spec.image_id, spec.grader_image_id,
+                   previous_attempts=tuple(spec.previous_attempts),
                    **recorded)
 
     # ---- what the readers ask
@@ -157,6 +161,7 @@ class TrialResult:
         doc: dict[str, Any] = {
             "id": self.id, "task": self.task, "candidate": self.candidate, "replicate": self.replicate,
             "attempt": self.attempt, "retries": self.retries, "block": self.block, "image_id": self.image_id,
+            **({"grader_image_id": self.grader_image_id} if self.grader_image_id else {}),
             "node": dict(self.node) if self.node is not None else None,
             "started_at": self.started_at, "finished_at": self.finished_at, "duration_s": self.duration_s,
             "stop_reason": a.stop_reason.value if a and a.stop_reason else None}
@@ -193,7 +198,7 @@ class TrialResult:
         return cls(
             str(d["id"]), str(d["task"]), str(d["candidate"]), int(d["replicate"]), int(d["attempt"]),
             verdict_from_dict(d["verdict"]), CostAccount.from_dict(d), int(d.get("retries") or 0), d.get("block"),
-            d.get("image_id"), d.get("node"), agent,
+            d.get("image_id"), d.get("grader_image_id"), d.get("node"), agent,
             tuple(PreviousAttempt.from_dict(p) for p in d.get("previous_attempts") or []),
             AttemptUsage.from_dict(d.get("usage")), Conditions.from_dict(d.get("conditions")),
             d.get("started_at"), d.get("finished_at"), d.get("duration_s"), d.get("events_anchor"),

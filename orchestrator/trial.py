@@ -79,6 +79,12 @@ class TrialSpec:
     """The plan's block (task × period): its trials, one per candidate, run on one node."""
     previous_attempts: tuple[PreviousAttempt, ...] = ()
     """The attempts this one replaces (their cost None when lost with their node)."""
+    grader_image_id: str | None = None
+    """The grader's image when the agent's differs (an agent layer on the environment): the environment's."""
+
+    @property
+    def grader_image(self) -> str:
+        return self.grader_image_id or self.image_id
 
 
 def _now() -> str:
@@ -229,7 +235,7 @@ def _agent_to_verdict(spec: TrialSpec, agent, prepared: Prepared, host: SandboxH
     got.events = read_events(files.events)
     final.to_tar(files.final_workspace)
     got.stage = "grading"
-    graded = grade_trial(host.sandboxes, spec.image_id, spec.task, prepared.original, final, got.events, stopped,
+    graded = grade_trial(host.sandboxes, spec.grader_image, spec.task, prepared.original, final, got.events, stopped,
                          prepared.canaries.values, spec.environment.network_policy, spec.candidate.agent,
                          grader_limits, f"tb-{spec.run_id[:12]}-g", judge, spec.trial_id,
                          {RUN_LABEL: spec.run_id, TRIAL_LABEL: spec.trial_id}, setup_outputs=session.setup_outputs,

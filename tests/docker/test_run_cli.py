@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from orchestrator.store import RunPaths
@@ -20,9 +21,9 @@ from orchestrator.store import RunPaths
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
 
 
-def cli(*args, cwd, check=None, timeout=600):
+def cli(*args, cwd, check=None, timeout=600, env=None):
     res = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True, cwd=cwd,
-                         env=ENV, timeout=timeout)
+                         env={**ENV, **(env or {})}, timeout=timeout)
     if check is not None:
         assert res.returncode == check, res.stdout + res.stderr
     return res
@@ -311,3 +312,56 @@ tasks: {path: ../tasks, graders: ../graders, images: ../images, select: [ledger-
     second = (1000 * 3 + 10 * 15) / 1e6
     assert len(rows) == 1 and rows[0][:3] == ("ledger-negative-format/claude/0", 2, 1)  # replaced, not added
     assert rows[0][3] == pytest.approx(first + second) and rows[0][4] == "rejected"  # both attempts' cost counted
+
+
+SLUG_FIXER = '''#!/usr/bin/env python3
+"""A command agent installed by an agent layer: it fixes textkit's slug without a model."""
+from pathlib import Path
+p = Path("textkit/slug.py")
+s = p.read_text().replace("import re\\n", "import re\\nimport unicodedata\\n", 1)
+s = s.replace("    words = _NON_WORD.split(text.lower())",
+              "    text = unicodedata.normalize('NFKD', text).encode('ascii', 'ignore').decode()\\n"
+              "    words = _NON_WORD.split(text.lower())", 1)
+p.write_text(s)
+print("fixed the slug")
+'''
+
+
+def test_a_command_agent_runs_from_its_layer_and_the_grader_without_it(project, repo_root, client):
+    layer = project / "agents" / "slug-fixer"
+    layer.mkdir(parents=True)
+    (layer / "slug-fixer").write_text(SLUG_FIXER)
+    (layer / "Dockerfile").write_text("ARG BASE\nFROM ${BASE}\nCOPY slug-fixer /usr/local/bin/slug-fixer\n"
+                                      "RUN chmod 0755 /usr/local/bin/slug-fixer\n")
+    manifest = project / "examples/layered.yaml"
+    manifest.write_text("""experiment: {name: layered}
+candidates:
+  - {name: nop, agent: nop}
+  - {name: fixer, agent: command, command: slug-fixer, model_snapshot: scripted-model-1,
+     agent_image: ../agents/slug-fixer}
+environment: {network_policy: model-api-only}
+execution: {trials_per_task: 1, deadline_seconds: 120}
+tasks: {path: ../tasks, graders: ../graders, images: ../images, select: [textkit-slug-unicode]}
+""")
+    out = project / "runs/layered"
+    key = {"ANTHROPIC_API_KEY": "layer-key", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}  # the fixer calls no model
+    unbuilt = cli("run", str(manifest), "--unchecked", "--out", str(out), cwd=repo_root, check=1, env=key)
+    assert "agent_images.fixer.python" in unbuilt.stderr and "trialbox images build --manifest" in unbuilt.stderr
+    assert "Traceback" not in unbuilt.stderr and not out.exists()
+    built = cli("images", "build", "--manifest", str(manifest), cwd=repo_root, check=0)
+    assert "fixer on python:" in built.stdout
+    cli("run", str(manifest), "--unchecked", "--out", str(out), cwd=repo_root, check=0, env=key)
+    lock = json.loads((out / "lock.json").read_text())
+    environment, agent = lock["images"]["python"]["image_id"], lock["agent_images"]["fixer"]["python"]["image_id"]
+    assert agent != environment
+    db = sqlite3.connect(out / "results.sqlite")
+    results = {r[0]: json.loads(r[1]) for r in db.execute("SELECT candidate, result FROM trials")}
+    db.close()
+    fixer = results["fixer"]
+    assert fixer["verdict"]["outcome"] == "accepted", fixer["verdict"]
+    assert (fixer["image_id"], fixer["grader_image_id"]) == (agent, environment)  # the grader ran without the agent
+    assert results["nop"]["image_id"] == environment and "grader_image_id" not in results["nop"]
+    present = client.containers.run(agent, ["test", "-x", "/usr/local/bin/slug-fixer"], network_mode="none", remove=True)
+    assert present == b""
+    with pytest.raises(docker.errors.ContainerError):  # the environment itself has no trace of the agent
+        client.containers.run(environment, ["test", "-x", "/usr/local/bin/slug-fixer"], network_mode="none", remove=True)
