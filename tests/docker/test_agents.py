@@ -15,7 +15,10 @@ from orchestrator.loading import load_manifest
 from orchestrator.sandbox.base import SandboxSpec
 from orchestrator.prepare import prepare
 from orchestrator.sandbox.docker import docker_sandboxes
+from orchestrator.sandbox.docker import docker_host
+from orchestrator.store import RunPaths
 from orchestrator.taskload import load_tasks
+from orchestrator.trial import TrialSpec, run_trial
 
 from .conftest import unique_name
 from .test_sandbox_conformance import PROBE, Listener
@@ -232,3 +235,65 @@ def test_command_agent_budget_cut_off(project, server, client, python_image, tmp
     assert len([e for e in events if e["kind"] == "model_call"]) == 2
     assert [e["reason"] for e in events if e["kind"] == "model_refused"] == ["max_total_tokens"]
     assert len(server.requests[key]) == 2  # the third request never reached the model
+
+
+MINI = ('mini -y --exit-immediately -m anthropic/scripted-model-1 -o /tmp/mini.traj.json '
+        '-t "$(cat "$TRIALBOX_INSTRUCTION_FILE")"')
+"""mini-swe-agent's own command line, as its users run it (its quiet settings are in its layer's environment)."""
+
+
+@pytest.fixture(scope="module")
+def mini_swe_agent(client, python_image, repo_root):
+    """The mini-swe-agent layer (examples/agents/mini-swe-agent: a pinned, hash-checked install from PyPI) on
+    the python environment, built once (a minute, cached by content after that)."""
+    from orchestrator.agentlayers import agent_layer
+    from orchestrator.settings import load_settings
+
+    return agent_layer(client, repo_root / "examples/agents/mini-swe-agent", python_image, load_settings()).image_id
+
+
+def test_mini_swe_agent_from_pypi_runs_unmodified_behind_the_proxy(project, server, client, mini_swe_agent,
+                                                                    python_image, tmp_path):
+    loaded, tasks = project
+    task = tasks["textkit-slug-unicode"]
+    key = "k-mini-swe-agent"
+    server.add_script(key, [
+        _bash("grep -n 'def slugify' -A6 textkit/slug.py"),
+        _bash("python3 - <<'EOF'\nfrom pathlib import Path\np = Path('textkit/slug.py')\n"
+              "s = p.read_text().replace('import re\\n', 'import re\\nimport unicodedata\\n', 1)\n"
+              "s = s.replace('    words = _NON_WORD.split(text.lower())', \"    text = unicodedata.normalize('NFKD', "
+              "text).encode('ascii', 'ignore').decode()\\n    words = _NON_WORD.split(text.lower())\", 1)\n"
+              "p.write_text(s)\nEOF"),
+        _bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
+    ])
+    cand = CommandCandidate(name="mini", agent="command", command=MINI, model_snapshot="scripted-model-1")
+    env = loaded.manifest.environment.model_copy(update={"network_policy": "model-api-only"})
+    spec = TrialSpec("textkit-slug-unicode/mini/0", "mini-swe-agent", task, cand, 0, mini_swe_agent, env,
+                     BudgetLimits(deadline_seconds=240), grader_image_id=python_image)
+    paths = RunPaths(tmp_path / "run")
+    result = run_trial(spec, loaded, docker_host(client), paths, env={"ANTHROPIC_API_KEY": key,
+                                                                       "ANTHROPIC_BASE_URL": server.url})
+    events = read_events(paths.attempt(spec.trial_id, 1).events)
+    assert result.accepted, (result.verdict, [e for e in events if e["kind"] == "agent_command"])
+    assert result.agent.stop_reason is StopReason.SUBMITTED and result.changed_paths == ("textkit/slug.py",)
+    assert (result.image_id, result.grader_image_id) == (mini_swe_agent, python_image)  # graded without the agent
+    calls = [e for e in events if e["kind"] == "model_call"]
+    assert len(calls) == 3 and all(c["input_tokens"] > 0 and c["model_served"] == "scripted-model-1" for c in calls)
+    assert [e["tool"] for e in events if e["kind"] == "model_tool_use"] == ["bash"] * 3
+    assert result.agent.reported_tool_calls == 3 and result.tool_calls == 0  # its tools ran unseen; its model said so
+    assert result.cost.model_usd > 0 and not result.agent.refused_requests  # priced by trialbox; nothing refused
+
+
+def test_mini_swe_agent_is_cut_off_by_the_budget(project, server, client, mini_swe_agent, tmp_path):
+    loaded, tasks = project
+    task = tasks["textkit-slug-unicode"]
+    key = "k-mini-budget"
+    server.add_script(key, [dict(_bash("echo one"), usage={"input_tokens": 700, "output_tokens": 10}),
+                            dict(_bash("echo two"), usage={"input_tokens": 700, "output_tokens": 10}),
+                            _bash("echo three"), _bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")])
+    cand = CommandCandidate(name="mini", agent="command", command=MINI, model_snapshot="scripted-model-1")
+    agent = make_agent(cand, task, loaded, env={"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": server.url})
+    result, events, _ = run(agent, task, client, mini_swe_agent, tmp_path,
+                            BudgetLimits(deadline_seconds=240, max_total_tokens=1000))
+    assert result.stop_reason is StopReason.MAX_TOTAL_TOKENS
+    assert len([e for e in events if e["kind"] == "model_call"]) == 2 and len(server.requests[key]) == 2
