@@ -16,14 +16,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .errors import Problem, ValidationFailed
+from .errors import ConfigError, Problem, ValidationFailed
 from .manifest import REQUIRED_LITERAL, LoadedManifest, Manifest
 from .stops import OUTCOMES
 
 
 CRITERIA = {"fail_to_pass", "pass_to_pass", "grader_integrity", "scope", "trajectory", "secrets", "secret_read",
             "forbidden_effects", "budget", "abstention", "submitted", "evaluator_tampering_attempts", "export",
-            "semantic_judge"}
+            "semantic_judge", "agent_owned_paths"}
 
 
 OUTCOME_KINDS = OUTCOMES
@@ -123,8 +123,29 @@ def parse_manifest(path: Path) -> tuple[LoadedManifest | None, list[Problem]]:
     if data is None:
         return None, problems
     problems += check_manifest(data, path)
+    if manifest is not None:
+        manifest, more = _with_presets(manifest, str(path))
+        problems += more
     loaded = LoadedManifest(path=path, manifest=manifest) if manifest is not None else None
     return (loaded if not problems else None), problems
+
+
+def _with_presets(manifest: Manifest, f: str) -> tuple[Manifest, list[Problem]]:
+    """The manifest with every command candidate's preset applied (``agents.presets``); a command candidate
+    with neither a preset nor a command is a problem."""
+    from .agents.presets import with_preset
+
+    candidates, problems = [], []
+    for i, c in enumerate(manifest.candidates):
+        if getattr(c, "agent", None) == "command":
+            try:
+                c = with_preset(c)
+            except (ConfigError, ValidationError) as exc:
+                problems.append(Problem(f, f"candidates[{i}].preset", str(exc)))
+            if not c.command.strip():
+                problems.append(Problem(f, f"candidates[{i}].command", "expected the command to run (or a preset)"))
+        candidates.append(c)
+    return manifest.model_copy(update={"candidates": candidates}), problems
 
 
 def _get(data: Any, dotted: str, default: Any = None) -> Any:

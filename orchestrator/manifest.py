@@ -84,11 +84,26 @@ class ToolMapping(Model):
     """Contract argument → the reported argument's name (or names, the first present wins)."""
 
 
+PRESET_NAMES = ("mini-swe-agent", "claude-code")
+
+
 class CommandCandidate(_CandidateBase):
     agent: Literal["command"]
-    """A command-line agent installed in the task image, run inside the container."""
-    command: str = Field(min_length=1)
-    """The command run inside the container."""
+    """A command-line agent installed in the task image (or in its ``agent_image``), run inside the container."""
+    preset: Literal["mini-swe-agent", "claude-code"] | None = None
+    """An agent people use, set up by trialbox (``agents/presets``): its pinned installation as an agent layer,
+    its command line, the environment that keeps it quiet and on the proxy, the paths it owns, where its summary
+    comes from and its tool names. Any field given here overrides the preset's."""
+    command: str = Field(default="", min_length=0)
+    """The command run inside the container (required without a preset)."""
+    env: dict[str, str] = {}
+    """Environment variables of the command (over the preset's)."""
+    owned_paths: list[str] = []
+    """Workspace paths the agent's program keeps for itself (globs, e.g. ``.aider*``): excluded from the diff, the
+    scope and the grader's workspace, and listed in the verdict; a path the repository has keeps its original."""
+    summary: str = "last_line"
+    """Where the submit summary comes from: ``last_line`` of its output, ``none``, or ``file:<path>`` in the
+    sandbox."""
     model_snapshot: str | None = None
     """The model the command agent is told to use, when it uses one."""
     agent_image: Path | None = None

@@ -61,7 +61,8 @@ def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], clie
                                  json.loads(folder.canaries.read_text()), loaded.manifest.environment.network_policy,
                                  cand.agent, GraderLimits.for_environment(loaded.manifest.environment),
                                  f"tb-{paths.key[:12]}-rg", judge, row.id, {RUN_LABEL: paths.key},
-                                 setup_outputs=row.setup_outputs, tool_map=getattr(cand, "tool_map", None))
+                                 setup_outputs=row.setup_outputs, tool_map=getattr(cand, "tool_map", None),
+                                 owned_paths=tuple(getattr(cand, "owned_paths", ()) or ()))
             verdict = graded.verdict  # its grader_version names the grader folder's content, as a run's
             changed += verdict.outcome is not row.outcome
             store.regrade(row.id, verdict)

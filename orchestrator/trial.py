@@ -239,7 +239,8 @@ def _agent_to_verdict(spec: TrialSpec, agent, prepared: Prepared, host: SandboxH
                          prepared.canaries.values, spec.environment.network_policy, spec.candidate.agent,
                          grader_limits, f"tb-{spec.run_id[:12]}-g", judge, spec.trial_id,
                          {RUN_LABEL: spec.run_id, TRIAL_LABEL: spec.trial_id}, setup_outputs=session.setup_outputs,
-                         usage=got.grader_used, tool_map=getattr(spec.candidate, "tool_map", None))
+                         usage=got.grader_used, tool_map=getattr(spec.candidate, "tool_map", None),
+                         owned_paths=tuple(getattr(spec.candidate, "owned_paths", ()) or ()))
     got.recorded["grader_sha256"] = tree_sha256(spec.task.grader_folder)
     got.stage = "artifacts"
     files.diff.write_bytes(graded.diff.text.encode("utf-8", "surrogateescape"))  # names as their bytes

@@ -67,5 +67,6 @@ def make_agent(candidate, task: Task, loaded: LoadedManifest, env: Mapping[str, 
                               "priced by it and the proxy relays only that model)")
         load_prices().price(candidate.model_snapshot)  # an unpriced model is an error before anything runs
         return CommandAgent(candidate.command, candidate.model_snapshot, api_key_from(env),
-                            env.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com", load_prices())
+                            env.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com", load_prices(),
+                            dict(candidate.env), candidate.summary)
     raise ConfigError(f"unknown agent {kind!r}")

@@ -20,11 +20,12 @@ proxy records the tool_use blocks the model reported, marked as such.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
 from .base import Agent, AgentContext
-from ..errors import AgentStop
+from ..errors import AgentStop, SandboxError
 from .budget import StopReason
 from .prices import PriceTable
 from .proxy import SOCKET_NAME, ModelProxy
@@ -38,8 +39,11 @@ INSTRUCTION = "/tmp/trialbox-instruction.md"
 class CommandAgent(Agent):
     name = "command"
 
-    def __init__(self, command: str, model: str | None, api_key: str, upstream: str, prices: PriceTable) -> None:
+    def __init__(self, command: str, model: str | None, api_key: str, upstream: str, prices: PriceTable,
+                 env: dict[str, str] | None = None, summary: str = "last_line") -> None:
         self.command = command
+        self.env = dict(env or {})
+        self.summary = summary
         self.model = model
         self.api_key = api_key
         self.upstream = upstream
@@ -69,7 +73,7 @@ class CommandAgent(Agent):
         sandbox.write_file(INSTRUCTION, ctx.instruction.encode())
         sandbox.exec(["sh", "-c", f"nohup python3 {MOUNT}/forwarder.py {FORWARD_PORT} {MOUNT}/{SOCKET_NAME} "
                                   f">/tmp/trialbox-forwarder.log 2>&1 &"], timeout=10)
-        env = {"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{FORWARD_PORT}", "ANTHROPIC_API_KEY": self.proxy.token,
+        env = {**self.env, "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{FORWARD_PORT}", "ANTHROPIC_API_KEY": self.proxy.token,
                "TRIALBOX_MODEL_SOCKET": f"{MOUNT}/{SOCKET_NAME}", "TRIALBOX_MODEL": self.model or "",
                "TRIALBOX_INSTRUCTION_FILE": INSTRUCTION}
         ctx.budget.check_deadline()
@@ -86,6 +90,23 @@ class CommandAgent(Agent):
             raise AgentStop(StopReason.DEADLINE, "the command was still running at the deadline")
         if res.exit_code != 0:
             raise AgentStop(StopReason.AGENT_ERROR, f"the command exited with {res.exit_code}")
-        last = next((line for line in reversed(out.strip().splitlines()) if line.strip()), "")
+        last = self._summary(out, sandbox)
         abstain = last.startswith("ABSTAIN:")
         ctx.toolbox.submission = Submission(last.removeprefix("ABSTAIN:").strip(), abstain)
+
+    def _summary(self, out: str, sandbox) -> str:
+        """The submit summary, from where the candidate says it is (``last_line``, ``none``, ``file:<path>``,
+        ``json:<path>:<key>``); what is not there is an empty summary, never an error of the agent's."""
+        mode, _, where = self.summary.partition(":")
+        if mode == "none":
+            return ""
+        if mode in ("file", "json"):
+            path, _, key = where.rpartition(":") if mode == "json" else (where, "", "")
+            try:
+                text = sandbox.read_file(path, max_bytes=1 << 20).decode("utf-8", errors="replace")
+                if mode == "json":
+                    text = str(json.loads(text).get(key) or "")
+            except (SandboxError, ValueError, AttributeError):
+                return ""
+            return clip(text.strip(), 2000)
+        return next((line for line in reversed(out.strip().splitlines()) if line.strip()), "")

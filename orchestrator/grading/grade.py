@@ -10,6 +10,7 @@ broken and the result is an infrastructure error (retried once), never
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +84,31 @@ def without(tree: Tree, paths: tuple[str, ...] | list[str]) -> Tree:
                                executable=tree.executable - drop)
 
 
+def owned_by_agent(final: Tree, original: Tree, patterns: tuple[str, ...] | list[str]) -> tuple[Tree, list[str]]:
+    """``final`` without what the agent's program keeps for itself in the workspace (``patterns``: a preset's
+    or a candidate's ``owned_paths``, e.g. aider's ``.aider*``), and the paths excluded. A path the original
+    repository has keeps its original content (so an owned pattern can hide no change to the task's files); one
+    it does not have is left out. Neither the diff, the scope nor the grader's workspace sees them."""
+    if not patterns:
+        return final, []
+    def owned(path: str) -> bool:
+        return any(fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase(path.split("/", 1)[0], p) for p in patterns)
+    hit = sorted(p for p in set(final.files) | set(final.symlinks) if owned(p))
+    if not hit:
+        return final, []
+    files = {p: b for p, b in final.files.items() if not owned(p)}
+    symlinks = {p: t for p, t in final.symlinks.items() if not owned(p)}
+    executable = {p for p in final.executable if not owned(p)}
+    for p in hit:
+        if p in original.files:
+            files[p] = original.files[p]
+            if p in original.executable:
+                executable.add(p)
+        elif p in original.symlinks:
+            symlinks[p] = original.symlinks[p]
+    return dataclasses.replace(final, files=files, symlinks=symlinks, executable=executable), hit
+
+
 def broken_reason(events: list[dict[str, Any]]) -> str | None:
     for e in reversed(events):
         kind = str(e.get("error_kind") or "")
@@ -96,10 +122,11 @@ def grade_trial(sandboxes: SandboxFactory, image_id: str, task: Task, original: 
                 agent_kind: str, limits: GraderLimits, name: str, judge: Judge | None = None,
                 trial_id: str = "", labels: dict[str, str] | None = None,
                 setup_outputs: tuple[str, ...] | list[str] = (), usage: list[Usage] | None = None,
-                tool_map: dict[str, Any] | None = None) -> Grade:
+                tool_map: dict[str, Any] | None = None, owned_paths: tuple[str, ...] | list[str] = ()) -> Grade:
     """Grade one trial. ``setup_outputs`` (what the task's install step created before the agent started) are
     trialbox's files: left out of the agent's diff and scope; the grader's own install run provides them.
     What each grader container used is appended to ``usage`` as it is removed (kept when grading fails later)."""
+    final, owned = owned_by_agent(final, original, owned_paths)
     view = without(final, setup_outputs)
     diff = compute_diff(original, view)
     used: list[Usage] = usage if usage is not None else []
@@ -113,6 +140,8 @@ def grade_trial(sandboxes: SandboxFactory, image_id: str, task: Task, original: 
              *C.secrets_leaked(canaries, diff, agent.summary, events, original, final), C.network(policy, events),
              C.budget(agent.stop_reason), C.abstention(task, agent.abstained), C.completed(agent.stop_reason),
              C.tampering(run, original, final)]
+    if owned_paths:
+        crits.append(C.Criterion("agent_owned_paths", False, True, {"patterns": list(owned_paths), "excluded": owned[:200]}))
     rubric = task.grader_path(g.rubric) if g.rubric is not None else None
     if judge is not None and rubric is not None and rubric.is_file():
         outcomes = "\n".join(f"{n}: {run.outcomes.get(n, 'not run')}" for n in g.fail_to_pass + g.pass_to_pass)

@@ -237,19 +237,23 @@ def test_command_agent_budget_cut_off(project, server, client, python_image, tmp
     assert len(server.requests[key]) == 2  # the third request never reached the model
 
 
-MINI = ('mini -y --exit-immediately -m anthropic/scripted-model-1 -o /tmp/mini.traj.json '
-        '-t "$(cat "$TRIALBOX_INSTRUCTION_FILE")"')
-"""mini-swe-agent's own command line, as its users run it (its quiet settings are in its layer's environment)."""
+def mini_candidate():
+    """mini-swe-agent by its preset: its own command line, as its users run it (quiet settings in its layer)."""
+    from orchestrator.agents.presets import with_preset
+
+    return with_preset(CommandCandidate(name="mini", agent="command", preset="mini-swe-agent",
+                                        model_snapshot="scripted-model-1"))
 
 
 @pytest.fixture(scope="module")
 def mini_swe_agent(client, python_image, repo_root):
-    """The mini-swe-agent layer (examples/agents/mini-swe-agent: a pinned, hash-checked install from PyPI) on
-    the python environment, built once (a minute, cached by content after that)."""
+    """The mini-swe-agent preset's layer (a pinned, hash-checked install from PyPI) on the python environment,
+    built once (about a minute; cached by content after that)."""
     from orchestrator.agentlayers import agent_layer
+    from orchestrator.agents.presets import preset_folder
     from orchestrator.settings import load_settings
 
-    return agent_layer(client, repo_root / "examples/agents/mini-swe-agent", python_image, load_settings()).image_id
+    return agent_layer(client, preset_folder("mini-swe-agent"), python_image, load_settings()).image_id
 
 
 def test_mini_swe_agent_from_pypi_runs_unmodified_behind_the_proxy(project, server, client, mini_swe_agent,
@@ -266,7 +270,7 @@ def test_mini_swe_agent_from_pypi_runs_unmodified_behind_the_proxy(project, serv
               "p.write_text(s)\nEOF"),
         _bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
     ])
-    cand = CommandCandidate(name="mini", agent="command", command=MINI, model_snapshot="scripted-model-1")
+    cand = mini_candidate()
     env = loaded.manifest.environment.model_copy(update={"network_policy": "model-api-only"})
     spec = TrialSpec("textkit-slug-unicode/mini/0", "mini-swe-agent", task, cand, 0, mini_swe_agent, env,
                      BudgetLimits(deadline_seconds=240), grader_image_id=python_image)
@@ -291,7 +295,7 @@ def test_mini_swe_agent_is_cut_off_by_the_budget(project, server, client, mini_s
     server.add_script(key, [dict(_bash("echo one"), usage={"input_tokens": 700, "output_tokens": 10}),
                             dict(_bash("echo two"), usage={"input_tokens": 700, "output_tokens": 10}),
                             _bash("echo three"), _bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")])
-    cand = CommandCandidate(name="mini", agent="command", command=MINI, model_snapshot="scripted-model-1")
+    cand = mini_candidate()
     agent = make_agent(cand, task, loaded, env={"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": server.url})
     result, events, _ = run(agent, task, client, mini_swe_agent, tmp_path,
                             BudgetLimits(deadline_seconds=240, max_total_tokens=1000))
