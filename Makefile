@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: setup venv engine browser images test test-load test-unit test-docker bench gc demo
+.PHONY: setup venv engine browser images test test-load test-unit test-docker test-agents bench gc demo
 
 setup: venv engine browser images
 
@@ -35,6 +35,11 @@ demo:
 test:
 	bash scripts/ensure-docker.sh
 	$(BIN)/python -m pytest tests
+
+# Every agent preset built (its pinned download) and run through trialbox against the scripted model server.
+test-agents:
+	bash scripts/ensure-docker.sh
+	$(BIN)/python -m pytest tests/docker/test_agents.py -m agents -v
 
 # The whole suite again while busy containers and a container churn loop load the same engine and CPUs:
 # verdicts must not depend on the host's load.

@@ -256,6 +256,7 @@ def mini_swe_agent(client, python_image, repo_root):
     return agent_layer(client, preset_folder("mini-swe-agent"), python_image, load_settings()).image_id
 
 
+@pytest.mark.agents
 def test_mini_swe_agent_from_pypi_runs_unmodified_behind_the_proxy(project, server, client, mini_swe_agent,
                                                                     python_image, tmp_path):
     loaded, tasks = project
@@ -288,6 +289,7 @@ def test_mini_swe_agent_from_pypi_runs_unmodified_behind_the_proxy(project, serv
     assert result.cost.model_usd > 0 and not result.agent.refused_requests  # priced by trialbox; nothing refused
 
 
+@pytest.mark.agents
 def test_mini_swe_agent_is_cut_off_by_the_budget(project, server, client, mini_swe_agent, tmp_path):
     loaded, tasks = project
     task = tasks["textkit-slug-unicode"]
@@ -301,3 +303,45 @@ def test_mini_swe_agent_is_cut_off_by_the_budget(project, server, client, mini_s
                             BudgetLimits(deadline_seconds=240, max_total_tokens=1000))
     assert result.stop_reason is StopReason.MAX_TOTAL_TOKENS
     assert len([e for e in events if e["kind"] == "model_call"]) == 2 and len(server.requests[key]) == 2
+
+
+def preset_candidate(name: str):
+    from orchestrator.agents.presets import with_preset
+
+    return with_preset(CommandCandidate(name=name, agent="command", preset=name, model_snapshot="scripted-model-1"))
+
+
+@pytest.fixture(scope="module")
+def claude_code(client, python_image):
+    """The claude-code preset's layer (npm, integrity-checked) on the python environment, built once."""
+    from orchestrator.agentlayers import agent_layer
+    from orchestrator.agents.presets import preset_folder
+    from orchestrator.settings import load_settings
+
+    return agent_layer(client, preset_folder("claude-code"), python_image, load_settings()).image_id
+
+
+@pytest.mark.agents
+def test_claude_code_runs_unmodified_behind_the_proxy(project, server, client, claude_code, python_image, tmp_path):
+    loaded, tasks = project
+    task = tasks["textkit-slug-unicode"]
+    key = "k-claude-code"
+    fix = ("python3 - <<'EOF'\nfrom pathlib import Path\np = Path('textkit/slug.py')\n"
+           "s = p.read_text().replace('import re\\n', 'import re\\nimport unicodedata\\n', 1)\n"
+           "s = s.replace('    words = _NON_WORD.split(text.lower())', \"    text = unicodedata.normalize('NFKD', "
+           "text).encode('ascii', 'ignore').decode()\\n    words = _NON_WORD.split(text.lower())\", 1)\n"
+           "p.write_text(s)\nEOF")
+    server.add_script(key, [{"content": [{"type": "tool_use", "name": "Bash", "input": {"command": fix}}]},
+                            {"content": [{"type": "text", "text": "Fixed the slug for accented text."}]}] * 4)
+    cand = preset_candidate("claude-code")
+    env = loaded.manifest.environment.model_copy(update={"network_policy": "model-api-only"})
+    spec = TrialSpec("textkit-slug-unicode/claude-code/0", "claude-code", task, cand, 0, claude_code, env,
+                     BudgetLimits(deadline_seconds=300), grader_image_id=python_image)
+    paths = RunPaths(tmp_path / "run")
+    result = run_trial(spec, loaded, docker_host(client), paths, env={"ANTHROPIC_API_KEY": key,
+                                                                       "ANTHROPIC_BASE_URL": server.url})
+    events = read_events(paths.attempt(spec.trial_id, 1).events)
+    said = [e for e in events if e["kind"] in ("agent_command", "proxy_refused", "model_refused", "proxy_probe")]
+    assert result.accepted, (result.verdict.reasons, said)
+    assert [e["tool"] for e in events if e["kind"] == "model_tool_use"][:1] == ["Bash"]
+    assert result.agent.summary == "Fixed the slug for accented text."
