@@ -53,9 +53,10 @@ def scripted_model(path: str):
     server = ScriptedModelServer()
     server.load(Path(path))
     server.start()
-    os.environ["ANTHROPIC_BASE_URL"] = server.url
-    if not os.environ.get("ANTHROPIC_API_KEY") and server.scripts:
-        os.environ["ANTHROPIC_API_KEY"] = next(iter(server.scripts)).split("#", 1)[0]
+    os.environ["ANTHROPIC_BASE_URL"] = os.environ["OPENAI_BASE_URL"] = server.url  # it speaks both APIs
+    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+        if not os.environ.get(var) and server.scripts:
+            os.environ[var] = next(iter(server.scripts)).split("#", 1)[0]
     print(f"scripted model server on {server.url}", flush=True)
     return server
 

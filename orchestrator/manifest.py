@@ -96,6 +96,11 @@ class CommandCandidate(_CandidateBase):
     comes from and its tool names. Any field given here overrides the preset's."""
     command: str = Field(default="", min_length=0)
     """The command run inside the container (required without a preset)."""
+    api: Literal["anthropic", "openai"] = "anthropic"
+    """The model API the agent speaks (the proxy relays that API only): ``anthropic`` (Messages; the agent gets
+    ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``) or ``openai`` (Chat Completions and Responses;
+    ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``; trialbox's upstream from ``OPENAI_BASE_URL`` and
+    ``OPENAI_API_KEY``)."""
     env: dict[str, str] = {}
     """Environment variables of the command (over the preset's)."""
     owned_paths: list[str] = []

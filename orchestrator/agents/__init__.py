@@ -32,6 +32,14 @@ def api_key_from(env: Mapping[str, str]) -> str:
     return key
 
 
+def openai_key_from(env: Mapping[str, str]) -> str:
+    key = env.get("OPENAI_API_KEY", "").strip()
+    if not key:
+        raise ConfigError("OPENAI_API_KEY is not set: a command agent with api: openai needs it (for the offline "
+                          "demo, point OPENAI_BASE_URL at `trialbox model-server`)")
+    return key
+
+
 def make_agent(candidate, task: Task, loaded: LoadedManifest, env: Mapping[str, str] | None = None) -> Agent:
     """The agent for ``candidate`` on ``task``; ``ConfigError`` for anything missing, before any container."""
     env = os.environ if env is None else env
@@ -66,7 +74,10 @@ def make_agent(candidate, task: Task, loaded: LoadedManifest, env: Mapping[str, 
             raise ConfigError(f"candidate {candidate.name!r}: a command agent needs model_snapshot (its calls are "
                               "priced by it and the proxy relays only that model)")
         load_prices().price(candidate.model_snapshot)  # an unpriced model is an error before anything runs
-        return CommandAgent(candidate.command, candidate.model_snapshot, api_key_from(env),
-                            env.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com", load_prices(),
-                            dict(candidate.env), candidate.summary)
+        if candidate.api == "openai":
+            key, upstream = openai_key_from(env), env.get("OPENAI_BASE_URL") or "https://api.openai.com"
+        else:
+            key, upstream = api_key_from(env), env.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
+        return CommandAgent(candidate.command, candidate.model_snapshot, key, upstream, load_prices(),
+                            dict(candidate.env), candidate.summary, candidate.api)
     raise ConfigError(f"unknown agent {kind!r}")

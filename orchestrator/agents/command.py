@@ -40,8 +40,9 @@ class CommandAgent(Agent):
     name = "command"
 
     def __init__(self, command: str, model: str | None, api_key: str, upstream: str, prices: PriceTable,
-                 env: dict[str, str] | None = None, summary: str = "last_line") -> None:
+                 env: dict[str, str] | None = None, summary: str = "last_line", api: str = "anthropic") -> None:
         self.command = command
+        self.api = api
         self.env = dict(env or {})
         self.summary = summary
         self.model = model
@@ -56,7 +57,7 @@ class CommandAgent(Agent):
         if folder is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="trialbox-proxy-")
             folder = Path(self._tmp.name)
-        self.proxy = ModelProxy(folder, self.upstream, self.api_key, self.model, self.prices).start()
+        self.proxy = ModelProxy(folder, self.upstream, self.api_key, self.model, self.prices, self.api).start()
         return [(str(self.proxy.folder), MOUNT)]
 
     def close(self) -> None:
@@ -73,7 +74,10 @@ class CommandAgent(Agent):
         sandbox.write_file(INSTRUCTION, ctx.instruction.encode())
         sandbox.exec(["sh", "-c", f"nohup python3 {MOUNT}/forwarder.py {FORWARD_PORT} {MOUNT}/{SOCKET_NAME} "
                                   f">/tmp/trialbox-forwarder.log 2>&1 &"], timeout=10)
-        env = {**self.env, "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{FORWARD_PORT}", "ANTHROPIC_API_KEY": self.proxy.token,
+        url = f"http://127.0.0.1:{FORWARD_PORT}"
+        api = ({"OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": self.proxy.token} if self.api == "openai" else
+               {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": self.proxy.token})
+        env = {**self.env, **api,
                "TRIALBOX_MODEL_SOCKET": f"{MOUNT}/{SOCKET_NAME}", "TRIALBOX_MODEL": self.model or "",
                "TRIALBOX_INSTRUCTION_FILE": INSTRUCTION}
         ctx.budget.check_deadline()

@@ -27,7 +27,7 @@ import yaml
 from ..errors import ConfigError
 
 PRESETS = Path(__file__).with_name("presets")
-FIELDS = ("command", "env", "owned_paths", "summary", "tool_map")
+FIELDS = ("command", "api", "env", "owned_paths", "summary", "tool_map")
 
 
 def preset_folder(name: str) -> Path:

@@ -43,13 +43,15 @@ from ..events import EventLog, now_iso
 from ..canaries import find as find_canaries
 from ..errors import AgentStop
 from .budget import Budget, StopReason
+from . import anthropic_wire, openai_wire
 from .prices import PriceTable
 
 SOCKET_NAME = "model.sock"
 FORWARDER = Path(__file__).with_name("incontainer") / "forwarder.py"
-PASS_HEADERS = ("content-type", "anthropic-version", "anthropic-beta", "accept")
-MESSAGES, COUNT_TOKENS = "/v1/messages", "/v1/messages/count_tokens"
-ALLOWED_PATHS = {MESSAGES, COUNT_TOKENS}  # nothing else is relayed: no other endpoint, no other host
+PASS_HEADERS = ("content-type", "anthropic-version", "anthropic-beta", "openai-beta", "accept")
+ALLOWED_PATHS = {"anthropic": set(anthropic_wire.PATHS), "openai": set(openai_wire.PATHS)}
+"""What each API's proxy relays: nothing else, no other endpoint, no other host."""
+MESSAGES, COUNT_TOKENS = anthropic_wire.MESSAGES, anthropic_wire.COUNT_TOKENS
 PROBE_PATHS = {"/", "/api/hello"}
 """What clients probe for reachability (Claude Code sends ``HEAD /api/hello``): answered here, never relayed."""
 
@@ -58,48 +60,11 @@ class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer
     daemon_threads = True
 
 
-def parse_sse(data: bytes) -> dict[str, Any] | None:
-    """Rebuild the final message from a Messages API event stream (None if it is not one)."""
-    message: dict[str, Any] | None = None
-    blocks: dict[int, dict[str, Any]] = {}
-    partial: dict[int, str] = {}
-    for chunk in data.decode("utf-8", errors="replace").split("\n\n"):
-        line = next((ln[5:].strip() for ln in chunk.splitlines() if ln.startswith("data:")), None)
-        if not line:
-            continue
-        try:
-            ev = json.loads(line)
-        except ValueError:
-            continue
-        kind = ev.get("type")
-        if kind == "message_start":
-            message = ev["message"]
-        elif kind == "content_block_start":
-            blocks[ev["index"]] = dict(ev["content_block"])
-        elif kind == "content_block_delta":
-            d = ev["delta"]
-            if d.get("type") == "text_delta":
-                blocks[ev["index"]]["text"] = blocks[ev["index"]].get("text", "") + d.get("text", "")
-            elif d.get("type") == "input_json_delta":
-                partial[ev["index"]] = partial.get(ev["index"], "") + d.get("partial_json", "")
-        elif kind == "message_delta" and message is not None:
-            message.update({k: v for k, v in ev.get("delta", {}).items() if v is not None})
-            message.setdefault("usage", {}).update({k: v for k, v in (ev.get("usage") or {}).items() if v is not None})
-    if message is None:
-        return None
-    for i, text in partial.items():
-        try:
-            blocks[i]["input"] = json.loads(text) if text else {}
-        except ValueError:
-            blocks[i]["input"] = {"_unparsed": text}
-    message["content"] = [blocks[i] for i in sorted(blocks)]
-    return message
-
-
 class ModelProxy:
     """One trial's proxy: ``start()`` before the sandbox is created, ``attach()`` when the agent runs."""
 
-    def __init__(self, folder: Path, upstream: str, real_key: str, model: str | None, prices: PriceTable) -> None:
+    def __init__(self, folder: Path, upstream: str, real_key: str, model: str | None, prices: PriceTable,
+                 api: str = "anthropic") -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         os.chmod(self.folder, 0o755)
@@ -110,6 +75,7 @@ class ModelProxy:
         self.real_key = real_key
         self.model = model
         self.prices = prices
+        self.api = api
         self.token = "tbx-" + secrets.token_hex(16)
         self.events: EventLog | None = None
         self.canaries: list[str] = []
@@ -200,7 +166,7 @@ class ModelProxy:
         client GETs is refused. Both are recorded."""
         if h.path.split("?", 1)[0] not in PROBE_PATHS:
             self._refuse(h, 404, "not_found_error", "path_not_relayed",
-                         f"trialbox proxy: only POST {MESSAGES} and {COUNT_TOKENS} are relayed")
+                         f"trialbox proxy: only POST {' and '.join(sorted(ALLOWED_PATHS[self.api]))} are relayed")
             return
         with self._record_lock:
             if self.events is not None:
@@ -235,7 +201,7 @@ class ModelProxy:
         """The upstream URL for an allowed request path, its query string kept (``?beta=true`` changes what the
         API does); the host always stays the configured one."""
         route, _, query = path.partition("?")
-        if route not in ALLOWED_PATHS:
+        if route not in ALLOWED_PATHS[self.api]:
             return None
         base = httpx.URL(self.upstream)
         return base.copy_with(path=base.path.rstrip("/") + route, query=query.encode() or None)
@@ -245,7 +211,7 @@ class ModelProxy:
         url = self._upstream_url(h.path)
         if url is None:
             self._refuse(h, 404, "not_found_error", "path_not_relayed",
-                         f"trialbox proxy: only POST {MESSAGES} and {COUNT_TOKENS} are relayed")
+                         f"trialbox proxy: only POST {' and '.join(sorted(ALLOWED_PATHS[self.api]))} are relayed")
             return
         if not self._admit(h):
             return
@@ -282,7 +248,11 @@ class ModelProxy:
 
     def _relay(self, h: BaseHTTPRequestHandler, url: httpx.URL, body: bytes, started: str, t0: float) -> None:
         headers = {k: h.headers[k] for k in PASS_HEADERS if h.headers.get(k)}
-        headers["x-api-key"] = self.real_key
+        if self.api == "openai":
+            headers["authorization"] = f"Bearer {self.real_key}"
+            body = openai_wire.with_stream_usage(url.path, body)  # a stream's usage is only sent when asked for
+        else:
+            headers["x-api-key"] = self.real_key
         headers["accept-encoding"] = "identity"  # and whatever comes encoded anyway is decoded below
         if self.trial_id:
             headers["x-trialbox-trial"] = self.trial_id
@@ -309,10 +279,11 @@ class ModelProxy:
             except OSError:
                 pass
         finally:
-            self._record(body, bytes(received), status, request_id, started, t0, url.path.endswith(COUNT_TOKENS))
+            self._record(body, bytes(received), status, request_id, started, t0, url.path)
 
     def _record(self, body: bytes, received: bytes, status: int, request_id: str | None, started: str, t0: float,
-                counting: bool = False) -> None:
+                path: str) -> None:
+        counting = path.endswith(COUNT_TOKENS)
         try:
             request = json.loads(body or b"{}")
         except ValueError:
@@ -328,14 +299,10 @@ class ModelProxy:
             self.events.append("model_count_tokens", model_requested=request.get("model"), input_tokens=counted,
                                request_id=request_id, latency_s=round(time.monotonic() - t0, 6))
             return
-        try:
-            message = json.loads(received)
-        except ValueError:
-            message = parse_sse(received) or {}
-        usage = message.get("usage") or {}
-        tin, tout = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
-        cread, cwrite = int(usage.get("cache_read_input_tokens") or 0), int(usage.get("cache_creation_input_tokens") or 0)
-        served = message.get("model") or request.get("model", "")
+        wire = openai_wire if self.api == "openai" else anthropic_wire
+        answer = wire.read_answer(path, received)
+        tin, tout, cread, cwrite = answer["usage"]
+        served = answer["model"] or request.get("model", "")
         price_model = served if served in self.prices.models else (self.model or request.get("model", ""))
         cost = self.prices.price(price_model).cost(tin, tout, cread, cwrite) if price_model in self.prices.models else 0.0
         with self._record_lock:
@@ -343,15 +310,14 @@ class ModelProxy:
             self.events.append(
                 "model_call", model_requested=request.get("model"), model_served=served, request_id=request_id,
                 input_tokens=tin, output_tokens=tout, cache_read_tokens=cread, cache_write_tokens=cwrite,
-                latency_s=round(time.monotonic() - t0, 6), stop_reason=message.get("stop_reason"), retries=0,
+                latency_s=round(time.monotonic() - t0, 6), stop_reason=answer["stop_reason"], retries=0,
                 cost_usd=round(cost, 8), priced=price_model in self.prices.models, streamed=bool(request.get("stream")),
-                started_at=started, ended_at=now_iso())
-            for block in message.get("content") or []:
-                if block.get("type") == "tool_use":
-                    self.model_tool_uses += 1
-                    self.budget.reported_tool_calls += 1
-                    self.events.append("model_tool_use", source="model_reported", tool=block.get("name"),
-                                       arguments=block.get("input"), tool_use_id=block.get("id"))
+                api=self.api, started_at=started, ended_at=now_iso())
+            for name, arguments, use_id in answer["tool_uses"]:
+                self.model_tool_uses += 1
+                self.budget.reported_tool_calls += 1
+                self.events.append("model_tool_use", source="model_reported", tool=name, arguments=arguments,
+                                   tool_use_id=use_id)
             try:
                 self.budget.check_after_model()
             except AgentStop as stop:

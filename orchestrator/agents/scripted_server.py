@@ -1,4 +1,5 @@
-"""A scripted model server speaking the Anthropic Messages API over real HTTP.
+"""A scripted model server speaking the Anthropic Messages API, and OpenAI's Chat Completions and Responses APIs,
+over real HTTP.
 
 Tests and the offline demo point ``ANTHROPIC_BASE_URL`` at it. It answers
 ``POST /v1/messages`` (plain JSON, or server-sent events when ``stream`` is
@@ -32,6 +33,13 @@ concurrent trials never take each other's answers; requests without the
 header share one cursor per script. When a script runs out the server answers
 with an ``end_turn`` text saying so. An unknown key gets a 401. Every request
 received is kept (``requests[script name]``) for assertions.
+
+The same scripts answer ``POST /v1/chat/completions`` and ``POST /v1/responses``
+(``openai_wire`` renders the blocks: text as the message's content or an
+``output_text``, ``tool_use`` as a function tool call; usage with the cache reads
+counted inside the prompt tokens, as OpenAI counts them; streamed as chunks or
+events when ``stream`` is true, a chat stream's usage only when
+``stream_options.include_usage`` asks for it).
 """
 
 from __future__ import annotations
@@ -45,6 +53,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from . import openai_wire
 
 _ids = itertools.count(1)
 TRIAL_HEADER = "x-trialbox-trial"
@@ -135,7 +145,8 @@ class ScriptedModelServer:
             body = json.loads(h.rfile.read(length) or b"{}")
         except ValueError:
             return self._error(h, 400, "invalid_request_error", "body is not JSON")
-        if h.path.split("?")[0] != "/v1/messages":
+        route = h.path.split("?")[0]
+        if route not in ("/v1/messages", *openai_wire.PATHS):
             return self._error(h, 404, "not_found_error", f"no route {h.path}")
         entry = self._next(self._key(h), h.headers.get(TRIAL_HEADER) or "", body)
         if entry is None:
@@ -146,6 +157,15 @@ class ScriptedModelServer:
             headers = {"retry-after": str(e["retry_after"])} if "retry_after" in e else {}
             return self._error(h, int(e.get("status", 500)), e.get("type", "api_error"), e.get("message", "error"), headers)
         message = self._message(entry, body)
+        if route == openai_wire.CHAT:
+            if body.get("stream"):
+                include = bool((body.get("stream_options") or {}).get("include_usage"))
+                return self._send(h, 200, openai_wire.chat_stream(message, include), "text/event-stream")
+            return self._send(h, 200, json.dumps(openai_wire.chat_completion(message)).encode(), "application/json")
+        if route == openai_wire.RESPONSES:
+            if body.get("stream"):
+                return self._send(h, 200, openai_wire.response_stream(message), "text/event-stream")
+            return self._send(h, 200, json.dumps(openai_wire.response_object(message)).encode(), "application/json")
         if body.get("stream"):
             self._stream(h, message)
         else:
@@ -160,7 +180,8 @@ class ScriptedModelServer:
                 block.setdefault("input", {})
             content.append(block)
         has_tool = any(b.get("type") == "tool_use" for b in content)
-        usage = {"input_tokens": _estimate_tokens(body.get("messages", [])) + _estimate_tokens(body.get("system", "")),
+        prompt = body.get("messages", body.get("input", []))
+        usage = {"input_tokens": _estimate_tokens(prompt) + _estimate_tokens(body.get("system", body.get("instructions", ""))),
                  "output_tokens": _estimate_tokens(content), "cache_read_input_tokens": 0,
                  "cache_creation_input_tokens": 0}
         usage.update(entry.get("usage") or {})

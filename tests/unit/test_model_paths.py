@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from orchestrator.agents import AgentContext, Budget, BudgetLimits, StopReason, ToolBox, make_agent, run_agent
-from orchestrator.agents.proxy import parse_sse
+from orchestrator.agents.anthropic_wire import parse_sse
 from orchestrator.agents.scripted_server import ScriptedModelServer
 from orchestrator.errors import ConfigError
 from orchestrator.events import EventLog, read_events, verify_events

@@ -1,0 +1,63 @@
+"""The Anthropic Messages wire format as the recording proxy reads it back: an answer, plain or streamed, in
+trialbox's terms (the OpenAI formats are in ``openai_wire``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MESSAGES, COUNT_TOKENS = "/v1/messages", "/v1/messages/count_tokens"
+PATHS = (MESSAGES, COUNT_TOKENS)
+
+
+def parse_sse(data: bytes) -> dict[str, Any] | None:
+    """Rebuild the final message from a Messages API event stream (None if it is not one)."""
+    message: dict[str, Any] | None = None
+    blocks: dict[int, dict[str, Any]] = {}
+    partial: dict[int, str] = {}
+    for chunk in data.decode("utf-8", errors="replace").split("\n\n"):
+        line = next((ln[5:].strip() for ln in chunk.splitlines() if ln.startswith("data:")), None)
+        if not line:
+            continue
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        kind = ev.get("type")
+        if kind == "message_start":
+            message = ev["message"]
+        elif kind == "content_block_start":
+            blocks[ev["index"]] = dict(ev["content_block"])
+        elif kind == "content_block_delta":
+            d = ev["delta"]
+            if d.get("type") == "text_delta":
+                blocks[ev["index"]]["text"] = blocks[ev["index"]].get("text", "") + d.get("text", "")
+            elif d.get("type") == "input_json_delta":
+                partial[ev["index"]] = partial.get(ev["index"], "") + d.get("partial_json", "")
+        elif kind == "message_delta" and message is not None:
+            message.update({k: v for k, v in ev.get("delta", {}).items() if v is not None})
+            message.setdefault("usage", {}).update({k: v for k, v in (ev.get("usage") or {}).items() if v is not None})
+    if message is None:
+        return None
+    for i, text in partial.items():
+        try:
+            blocks[i]["input"] = json.loads(text) if text else {}
+        except ValueError:
+            blocks[i]["input"] = {"_unparsed": text}
+    message["content"] = [blocks[i] for i in sorted(blocks)]
+    return message
+
+
+def read_answer(path: str, received: bytes) -> dict[str, Any]:
+    """What a Messages answer says: ``model``, ``stop_reason``, ``usage`` (input, output, cache_read,
+    cache_write) and ``tool_uses`` (name, input, id)."""
+    try:
+        message = json.loads(received)
+    except ValueError:
+        message = parse_sse(received) or {}
+    usage = message.get("usage") or {}
+    return {"model": message.get("model"), "stop_reason": message.get("stop_reason"),
+            "usage": (int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
+                      int(usage.get("cache_read_input_tokens") or 0), int(usage.get("cache_creation_input_tokens") or 0)),
+            "tool_uses": [(b.get("name"), b.get("input"), b.get("id")) for b in message.get("content") or []
+                          if b.get("type") == "tool_use"]}

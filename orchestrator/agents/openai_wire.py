@@ -1,0 +1,191 @@
+"""The OpenAI wire formats trialbox speaks: Chat Completions and Responses, plain and streamed.
+
+Both sides use this module: the scripted model server renders a scripted answer (Messages-API content blocks:
+``text`` and ``tool_use``) in either format, and the recording proxy reads usage and tool calls back out of
+whatever an upstream answered. Usage is normalised to trialbox's terms: ``input`` is the uncached prompt tokens
+(OpenAI counts cached tokens inside ``prompt_tokens`` / ``input_tokens``), ``cache_read`` the cached ones,
+``cache_write`` 0 (OpenAI charges no cache write).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+CHAT = "/v1/chat/completions"
+RESPONSES = "/v1/responses"
+PATHS = (CHAT, RESPONSES)
+_ids = itertools.count(1)
+
+
+def _tool_calls(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [b for b in content if b.get("type") == "tool_use"]
+
+
+def _text(content: list[dict[str, Any]]) -> str:
+    return "".join(b.get("text", "") for b in content if b.get("type") == "text")
+
+
+def _openai_usage(usage: dict[str, Any], responses: bool) -> dict[str, Any]:
+    cached = int(usage.get("cache_read_input_tokens") or 0)
+    prompt = int(usage.get("input_tokens") or 0) + cached
+    out = int(usage.get("output_tokens") or 0)
+    if responses:
+        return {"input_tokens": prompt, "output_tokens": out, "total_tokens": prompt + out,
+                "input_tokens_details": {"cached_tokens": cached}, "output_tokens_details": {"reasoning_tokens": 0}}
+    return {"prompt_tokens": prompt, "completion_tokens": out, "total_tokens": prompt + out,
+            "prompt_tokens_details": {"cached_tokens": cached}}
+
+
+# ---------------------------------------------------------------------------- rendering (the scripted server)
+def chat_completion(message: dict[str, Any]) -> dict[str, Any]:
+    """A Messages-API message (as the scripted server builds it) as a Chat Completions answer."""
+    calls = [{"id": b["id"], "type": "function", "function": {"name": b["name"], "arguments": json.dumps(b["input"])}}
+             for b in _tool_calls(message["content"])]
+    reply: dict[str, Any] = {"role": "assistant", "content": _text(message["content"]) or None}
+    if calls:
+        reply["tool_calls"] = calls
+    return {"id": f"chatcmpl-{next(_ids):06d}", "object": "chat.completion", "created": 0, "model": message["model"],
+            "choices": [{"index": 0, "message": reply, "finish_reason": "tool_calls" if calls else "stop"}],
+            "usage": _openai_usage(message["usage"], responses=False)}
+
+
+def chat_stream(message: dict[str, Any], include_usage: bool) -> bytes:
+    """The same answer as Chat Completions chunks (usage in a last chunk only when the client asked for it)."""
+    full = chat_completion(message)
+    base = {"id": full["id"], "object": "chat.completion.chunk", "created": 0, "model": full["model"]}
+    reply = full["choices"][0]["message"]
+    chunks = [{"role": "assistant", "content": ""}]
+    if reply["content"]:
+        chunks.append({"content": reply["content"]})
+    for i, call in enumerate(reply.get("tool_calls") or []):
+        chunks.append({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                       "function": {"name": call["function"]["name"], "arguments": ""}}]})
+        chunks.append({"tool_calls": [{"index": i, "function": {"arguments": call["function"]["arguments"]}}]})
+    events = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in chunks]
+    events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": full["choices"][0]["finish_reason"]}]})
+    if include_usage:
+        events.append({**base, "choices": [], "usage": full["usage"]})
+    return ("".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n").encode()
+
+
+def response_object(message: dict[str, Any]) -> dict[str, Any]:
+    """The same answer as a Responses API response."""
+    output: list[dict[str, Any]] = []
+    text = _text(message["content"])
+    if text:
+        output.append({"type": "message", "id": f"msg_{next(_ids):06d}", "status": "completed", "role": "assistant",
+                       "content": [{"type": "output_text", "text": text, "annotations": []}]})
+    for b in _tool_calls(message["content"]):
+        output.append({"type": "function_call", "id": f"fc_{next(_ids):06d}", "call_id": b["id"], "name": b["name"],
+                       "arguments": json.dumps(b["input"]), "status": "completed"})
+    return {"id": f"resp_{next(_ids):06d}", "object": "response", "created_at": 0, "status": "completed",
+            "model": message["model"], "output": output, "usage": _openai_usage(message["usage"], responses=True),
+            "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
+
+
+def response_stream(message: dict[str, Any]) -> bytes:
+    """The same response as Responses API events, ``response.completed`` carrying it whole."""
+    full = response_object(message)
+    seq = itertools.count()
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": {**full, "status": "in_progress",
+                                                                              "output": [], "usage": None}}]
+    for i, item in enumerate(full["output"]):
+        events.append({"type": "response.output_item.added", "output_index": i,
+                       "item": {**item, "status": "in_progress",
+                                **({"content": []} if item["type"] == "message" else {"arguments": ""})}})
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            events.append({"type": "response.output_text.delta", "item_id": item["id"], "output_index": i,
+                           "content_index": 0, "delta": text})
+            events.append({"type": "response.output_text.done", "item_id": item["id"], "output_index": i,
+                           "content_index": 0, "text": text})
+        else:
+            events.append({"type": "response.function_call_arguments.delta", "item_id": item["id"], "output_index": i,
+                           "delta": item["arguments"]})
+            events.append({"type": "response.function_call_arguments.done", "item_id": item["id"], "output_index": i,
+                           "arguments": item["arguments"]})
+        events.append({"type": "response.output_item.done", "output_index": i, "item": item})
+    events.append({"type": "response.completed", "response": full})
+    return "".join(f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': next(seq)})}\n\n"
+                   for e in events).encode()
+
+
+def with_stream_usage(path: str, body: bytes) -> bytes:
+    """A streamed Chat Completions request asks for its usage (``stream_options.include_usage``): without it the
+    stream carries none, and the call could not be charged. Any other request is relayed as it came."""
+    if not path.endswith(CHAT):
+        return body
+    try:
+        request = json.loads(body or b"{}")
+    except ValueError:
+        return body
+    if not isinstance(request, dict) or not request.get("stream") or \
+            (request.get("stream_options") or {}).get("include_usage"):
+        return body
+    request["stream_options"] = {**(request.get("stream_options") or {}), "include_usage": True}
+    return json.dumps(request).encode()
+
+
+# ---------------------------------------------------------------------------- reading back (the proxy)
+def _sse(data: bytes) -> list[Any]:
+    out = []
+    for chunk in data.decode("utf-8", errors="replace").split("\n\n"):
+        for line in chunk.splitlines():
+            if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
+                try:
+                    out.append(json.loads(line[5:].strip()))
+                except ValueError:
+                    pass
+    return out
+
+
+def _arguments(text: str) -> Any:
+    try:
+        return json.loads(text) if text else {}
+    except ValueError:
+        return {"_unparsed": text}
+
+
+def read_answer(path: str, received: bytes) -> dict[str, Any]:
+    """What an OpenAI-format answer says, in trialbox's terms: ``model``, ``stop_reason``, ``usage`` (input,
+    output, cache_read, cache_write) and ``tool_uses`` (name, input, id), plain or streamed."""
+    try:
+        answer: Any = json.loads(received)
+    except ValueError:
+        answer = None
+    if path.endswith(RESPONSES):
+        if answer is None:
+            done = [e for e in _sse(received) if e.get("type") in ("response.completed", "response.incomplete")]
+            answer = done[-1]["response"] if done else {}
+        usage = answer.get("usage") or {}
+        cached = int((usage.get("input_tokens_details") or {}).get("cached_tokens") or 0)
+        tools = [(o.get("name"), _arguments(o.get("arguments") or ""), o.get("call_id"))
+                 for o in answer.get("output") or [] if o.get("type") == "function_call"]
+        return {"model": answer.get("model"), "stop_reason": answer.get("status"), "tool_uses": tools,
+                "usage": (int(usage.get("input_tokens") or 0) - cached, int(usage.get("output_tokens") or 0), cached, 0)}
+    if answer is None:  # chat chunks: tool calls assembled by index, usage from the chunk that has it
+        chunks = _sse(received)
+        calls: dict[int, dict[str, str]] = {}
+        finish, usage, model = None, {}, None
+        for c in chunks:
+            model = c.get("model") or model
+            usage = c.get("usage") or usage
+            for choice in c.get("choices") or []:
+                finish = choice.get("finish_reason") or finish
+                for tc in (choice.get("delta") or {}).get("tool_calls") or []:
+                    call = calls.setdefault(int(tc.get("index") or 0), {"id": None, "name": "", "arguments": ""})
+                    fn = tc.get("function") or {}
+                    call["id"] = tc.get("id") or call["id"]
+                    call["name"] += fn.get("name") or ""
+                    call["arguments"] += fn.get("arguments") or ""
+        answer = {"model": model, "usage": usage, "choices": [{"finish_reason": finish, "message": {"tool_calls": [
+            {"id": c.pop("id"), "function": c} for _, c in sorted(calls.items())]}}]}
+    usage = answer.get("usage") or {}
+    cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    choice = (answer.get("choices") or [{}])[0]
+    tools = [((tc.get("function") or {}).get("name"), _arguments((tc.get("function") or {}).get("arguments") or ""),
+              tc.get("id")) for tc in (choice.get("message") or {}).get("tool_calls") or []]
+    return {"model": answer.get("model"), "stop_reason": choice.get("finish_reason"), "tool_uses": tools,
+            "usage": (int(usage.get("prompt_tokens") or 0) - cached, int(usage.get("completion_tokens") or 0), cached, 0)}
