@@ -7,7 +7,7 @@ task's trajectory constraints on such an agent, each reported call is mapped ont
 reported names present wins; a list, as Codex sends a command, is joined by spaces).
 
 ``DEFAULT_TOOL_MAP`` covers the contract's own names and the tool names of the agents people evaluate (Claude
-Code's ``Bash``, ``Read``, ``Write``, ``Edit``, ``MultiEdit``; Codex's ``shell``; OpenHands' ``execute_bash``);
+Code's ``Bash``, ``Read``, ``Write``, ``Edit``, ``MultiEdit``; Codex's ``exec_command`` and ``shell``; OpenHands' ``execute_bash``);
 a command candidate's ``tool_map`` adds to it or overrides it. The evidence is the model's word, and the verdict
 says so.
 """
@@ -26,7 +26,8 @@ _WRITE = {"tool": "write_file", "arguments": {"path": ["path", "file_path", "fil
 _EDIT = {"tool": "edit_file", "arguments": {"path": ["path", "file_path", "filename"], "old": ["old", "old_string", "old_str"],
                                             "new": ["new", "new_string", "new_str"]}}
 DEFAULT_TOOL_MAP: dict[str, dict[str, Any]] = {
-    "bash": _BASH, "Bash": _BASH, "shell": _BASH, "execute_bash": _BASH, "run_shell_command": _BASH,
+    "bash": _BASH, "Bash": _BASH, "shell": _BASH, "exec_command": _BASH, "execute_bash": _BASH,
+    "run_shell_command": _BASH,
     "read_file": _READ, "Read": _READ, "view": _READ,
     "write_file": _WRITE, "Write": _WRITE, "create_file": _WRITE,
     "edit_file": _EDIT, "Edit": _EDIT, "MultiEdit": _EDIT, "str_replace": _EDIT,

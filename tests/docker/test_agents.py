@@ -345,3 +345,40 @@ def test_claude_code_runs_unmodified_behind_the_proxy(project, server, client, c
     assert result.accepted, (result.verdict.reasons, said)
     assert [e["tool"] for e in events if e["kind"] == "model_tool_use"][:1] == ["Bash"]
     assert result.agent.summary == "Fixed the slug for accented text."
+
+
+@pytest.fixture(scope="module")
+def codex(client, python_image):
+    """The codex preset's layer (its static Linux build from npm, integrity-checked) on the python environment."""
+    from orchestrator.agentlayers import agent_layer
+    from orchestrator.agents.presets import preset_folder
+    from orchestrator.settings import load_settings
+
+    return agent_layer(client, preset_folder("codex"), python_image, load_settings()).image_id
+
+
+@pytest.mark.agents
+def test_codex_runs_unmodified_behind_the_proxy_on_the_openai_api(project, server, client, codex, python_image,
+                                                                   tmp_path):
+    loaded, tasks = project
+    task = tasks["textkit-slug-unicode"]
+    key = "k-codex"
+    fix = ("python3 - <<'EOF'\nfrom pathlib import Path\np = Path('textkit/slug.py')\n"
+           "s = p.read_text().replace('import re\\n', 'import re\\nimport unicodedata\\n', 1)\n"
+           "s = s.replace('    words = _NON_WORD.split(text.lower())', \"    text = unicodedata.normalize('NFKD', "
+           "text).encode('ascii', 'ignore').decode()\\n    words = _NON_WORD.split(text.lower())\", 1)\n"
+           "p.write_text(s)\nEOF")
+    server.add_script(key, [{"content": [{"type": "tool_use", "name": "exec_command", "input": {"cmd": fix}}]},
+                            {"content": [{"type": "text", "text": "Fixed the slug for accented text."}]}] * 4)
+    cand = preset_candidate("codex")
+    env = loaded.manifest.environment.model_copy(update={"network_policy": "model-api-only"})
+    spec = TrialSpec("textkit-slug-unicode/codex/0", "codex", task, cand, 0, codex, env,
+                     BudgetLimits(deadline_seconds=90), grader_image_id=python_image)
+    paths = RunPaths(tmp_path / "run")
+    result = run_trial(spec, loaded, docker_host(client), paths, env={"OPENAI_API_KEY": key,
+                                                                       "OPENAI_BASE_URL": server.url})
+    events = read_events(paths.attempt(spec.trial_id, 1).events)
+    said = [e for e in events if e["kind"] in ("agent_command", "proxy_refused", "model_refused", "proxy_probe")]
+    assert result.accepted, (result.verdict.reasons, said)
+    assert [e["tool"] for e in events if e["kind"] == "model_tool_use"][:1] == ["exec_command"]
+    assert result.agent.summary == "Fixed the slug for accented text."

@@ -365,3 +365,25 @@ tasks: {path: ../tasks, graders: ../graders, images: ../images, select: [textkit
     assert present == b""
     with pytest.raises(docker.errors.ContainerError):  # the environment itself has no trace of the agent
         client.containers.run(environment, ["test", "-x", "/usr/local/bin/slug-fixer"], network_mode="none", remove=True)
+
+
+@pytest.mark.agents
+def test_claude_code_and_codex_compared_from_one_manifest(project, repo_root):
+    manifest, script = project / "examples/compare-agents.yaml", project / "examples/compare-agents-model.yaml"
+    cli("images", "build", "--manifest", str(manifest), cwd=repo_root, check=0, timeout=1200)
+    out = project / "runs/compare-agents"
+    res = cli("run", str(manifest), "--unchecked", "--scripted-model", str(script), "--out", str(out), cwd=repo_root,
+              check=0)
+    assert "Traceback" not in res.stderr
+    report = json.loads(cli("report", str(out), "--json", cwd=repo_root, check=0).stdout)
+    for name, tool in (("claude-code", "Bash"), ("codex", "exec_command")):
+        c = report["candidates"][name]
+        assert (c["n_accepted"], c["n_trials"]) == (2, 2), c["outcomes"]
+        assert c["cost_usd_total"] > 0 and c["cost"]["by_kind_usd"]["model"] > 0
+        assert c["proxy"] == {"requests_refused": {}, "model_reported_tool_calls": 2}  # one tool call per trial
+    from orchestrator.events import read_events
+
+    for name, api in (("claude-code", "anthropic"), ("codex", "openai")):  # each on its own API, same controls
+        events = read_events(RunPaths(out).attempt(f"textkit-slug-unicode/{name}/0", 1).events)
+        calls = [e for e in events if e["kind"] == "model_call"]
+        assert calls and {e["api"] for e in calls} == {api} and all(e["cost_usd"] > 0 for e in calls)
