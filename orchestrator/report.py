@@ -121,6 +121,8 @@ def _candidate(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str],
             refused[reason] = refused.get(reason, 0) + n
     out["proxy"] = {"requests_refused": dict(sorted(refused.items())),
                     "model_reported_tool_calls": sum(r.agent.reported_tool_calls for r in rows if r.agent)}
+    out["agent_owned_paths_excluded"] = sorted({p for r in rows for c in r.verdict.criteria
+                                                if c.name == "agent_owned_paths" for p in c.evidence.get("excluded") or []})
     out["by_difficulty"] = {}
     for level in ("easy", "medium", "hard"):
         sub = [r for r in kept if difficulty.get(r.task) == level]
@@ -174,7 +176,8 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
         "intervals": interval_note(len({cluster_of[t] for t in cluster_of})),
         "saturation": saturation(rows),
         "nodes": nodes_section(rows, [c.name for c in m.candidates], m.execution.max_cost_usd),
-        "candidates": {name: _candidate(rs, m, cluster_of, difficulty, costs) for name, rs in by_cand.items()},
+        "candidates": {name: {"agent": _agent_identity(next(c for c in m.candidates if c.name == name)),
+                              **_candidate(rs, m, cluster_of, difficulty, costs)} for name, rs in by_cand.items()},
         "costs": _costs_section(lock, m),
         "comparisons": [], "trials": [_trial(r, m, costs[r.id]) for r in rows]}
     report["warnings"] += _node_warnings(report["nodes"])
@@ -276,6 +279,19 @@ def _ablation(c, baseline: str, by_cand: dict[str, list[TrialResult]], m: Manife
         "value": None, "interval": None,
         "reason": "the full design did not improve on the baseline on these tasks: there is no improvement to share"}
     return out
+
+
+def _agent_identity(c: Any) -> dict[str, Any]:
+    """What a candidate runs: its agent kind, the preset and its pinned version, the model API and the model."""
+    preset = getattr(c, "preset", None)
+    version = None
+    if preset is not None:
+        from .agents.presets import load_preset
+
+        version = load_preset(preset)["version"]
+    api = getattr(c, "api", None) if c.agent == "command" else ("anthropic" if c.agent == "claude" else None)
+    return {"kind": c.agent, "preset": preset, "version": version, "api": api,
+            "model": getattr(c, "model_snapshot", None)}
 
 
 def _lock_document(data: bytes) -> dict[str, Any]:

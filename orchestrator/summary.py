@@ -72,7 +72,9 @@ def _run_lines(report: dict[str, Any]) -> list[str]:
 def _candidate_lines(name: str, c: dict[str, Any]) -> list[str]:
     fmt = _estimate
     lines: list[str] = []
-    lines.append(f"{name}: {c['n_accepted']}/{c['n_trials_in_denominator']} accepted"
+    agent = c.get("agent") or {}
+    who = f" ({agent['preset']} {agent['version']}, {agent['api']} API)" if agent.get("preset") else ""
+    lines.append(f"{name}{who}: {c['n_accepted']}/{c['n_trials_in_denominator']} accepted"
                  + (f" (of {c['n_trials']} trials; excluded {c['excluded']})" if c["excluded"] else "")
                  + f", infra errors {c['infra_errors']}")
     for k, e in c["pass_at_k"].items():

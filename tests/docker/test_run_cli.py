@@ -277,6 +277,9 @@ def test_run_cost_cap_stops_admitting_trials(project, repo_root):
     finished = outcomes(out)
     assert 0 < len(finished) < 10
     report = json.loads(cli("report", str(out), "--json", cwd=repo_root, check=0).stdout)
+    summary = cli("report", str(out), cwd=repo_root, check=0).stdout
+    assert "claude-code (claude-code 2.1.332, anthropic API): 2/2 accepted" in summary
+    assert "codex (codex 0.171.0, openai API): 2/2 accepted" in summary
     assert report["run"]["stopped_by_cost_cap"] and report["run"]["provisional"]
     assert report["adoption"]["decision"] == "NONE"
     assert report["candidates"]["claude-scripted"]["models_served"] == ["scripted-model-1"]
@@ -381,6 +384,7 @@ def test_claude_code_and_codex_compared_from_one_manifest(project, repo_root):
         assert (c["n_accepted"], c["n_trials"]) == (2, 2), c["outcomes"]
         assert c["cost_usd_total"] > 0 and c["cost"]["by_kind_usd"]["model"] > 0
         assert c["proxy"] == {"requests_refused": {}, "model_reported_tool_calls": 2}  # one tool call per trial
+        assert c["agent"]["preset"] == name and c["agent"]["version"] in ("2.1.332", "0.171.0")
     from orchestrator.events import read_events
 
     for name, api in (("claude-code", "anthropic"), ("codex", "openai")):  # each on its own API, same controls
