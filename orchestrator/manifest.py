@@ -84,13 +84,13 @@ class ToolMapping(Model):
     """Contract argument → the reported argument's name (or names, the first present wins)."""
 
 
-PRESET_NAMES = ("mini-swe-agent", "claude-code", "codex")
+PRESET_NAMES = ("mini-swe-agent", "claude-code", "codex", "aider")
 
 
 class CommandCandidate(_CandidateBase):
     agent: Literal["command"]
     """A command-line agent installed in the task image (or in its ``agent_image``), run inside the container."""
-    preset: Literal["mini-swe-agent", "claude-code", "codex"] | None = None
+    preset: Literal["mini-swe-agent", "claude-code", "codex", "aider"] | None = None
     """An agent people use, set up by trialbox (``agents/presets``): its pinned installation as an agent layer,
     its command line, the environment that keeps it quiet and on the proxy, the paths it owns, where its summary
     comes from and its tool names. Any field given here overrides the preset's."""

@@ -382,3 +382,62 @@ def test_codex_runs_unmodified_behind_the_proxy_on_the_openai_api(project, serve
     assert result.accepted, (result.verdict.reasons, said)
     assert [e["tool"] for e in events if e["kind"] == "model_tool_use"][:1] == ["exec_command"]
     assert result.agent.summary == "Fixed the slug for accented text."
+
+
+@pytest.fixture(scope="module")
+def aider(client, python_image):
+    """The aider preset's layer (a pinned, hash-checked install from PyPI) on the python environment."""
+    from orchestrator.agentlayers import agent_layer
+    from orchestrator.agents.presets import preset_folder
+    from orchestrator.settings import load_settings
+
+    return agent_layer(client, preset_folder("aider"), python_image, load_settings()).image_id
+
+
+AIDER_EDIT = """I will make slugify transliterate accented letters.
+
+textkit/slug.py
+```python
+<<<<<<< SEARCH
+import re
+=======
+import re
+import unicodedata
+>>>>>>> REPLACE
+```
+
+textkit/slug.py
+```python
+<<<<<<< SEARCH
+    words = _NON_WORD.split(text.lower())
+=======
+    text = unicodedata.normalize('NFKD', text).encode('ascii', 'ignore').decode()
+    words = _NON_WORD.split(text.lower())
+>>>>>>> REPLACE
+```
+"""
+
+
+@pytest.mark.agents
+def test_aider_runs_unmodified_behind_the_proxy_and_its_files_are_its_own(project, server, client, aider,
+                                                                         python_image, tmp_path):
+    loaded, tasks = project
+    task = tasks["textkit-slug-unicode"]
+    key = "k-aider"
+    server.add_script(key, [{"content": [{"type": "text", "text": "Please add textkit/slug.py to the chat."}]},
+                            {"content": [{"type": "text", "text": AIDER_EDIT}]}]
+                      + [{"content": [{"type": "text", "text": "Done."}]}] * 4)
+    cand = preset_candidate("aider")
+    env = loaded.manifest.environment.model_copy(update={"network_policy": "model-api-only"})
+    spec = TrialSpec("textkit-slug-unicode/aider/0", "aider", task, cand, 0, aider, env,
+                     BudgetLimits(deadline_seconds=240), grader_image_id=python_image)
+    paths = RunPaths(tmp_path / "run")
+    result = run_trial(spec, loaded, docker_host(client), paths, env={"ANTHROPIC_API_KEY": key,
+                                                                       "ANTHROPIC_BASE_URL": server.url})
+    events = read_events(paths.attempt(spec.trial_id, 1).events)
+    said = [e for e in events if e["kind"] in ("agent_command", "proxy_refused", "model_refused", "proxy_probe")]
+    assert result.accepted, (result.verdict.reasons, said)
+    owned = next(c for c in result.verdict.criteria if c.name == "agent_owned_paths")
+    assert owned.evidence["excluded"] and all(p.startswith(".aider") for p in owned.evidence["excluded"])
+    assert result.changed_paths == ("textkit/slug.py",)  # its histories are its own, not the change
+    assert result.agent.reported_tool_calls == 0  # it edits by text: nothing to map, constraints not applicable
