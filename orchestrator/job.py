@@ -279,8 +279,10 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
 
 def _misconfigured(paths: RunPaths, spec: TrialSpec) -> str | None:
     """Why a finished attempt shows its candidate set up wrong, or None: its agent asked the proxy for another
-    model than the candidate's pinned one (every such call is refused, so every trial of it would be rejected
-    for a mistake in the manifest, not for what the agent did)."""
+    model than the candidate's pinned one and never for the pinned one (every call refused: every trial of it would
+    be rejected for a mistake in the manifest, not for what the agent did). An agent that reached the pinned model
+    and then asked for another is recorded like any trial, the refusals counted: otherwise it could keep a failing
+    trial out of the results by asking for another model on purpose."""
     events_file = paths.attempt(spec.trial_id, spec.attempt).events
     if not events_file.exists():
         return None
@@ -290,8 +292,8 @@ def _misconfigured(paths: RunPaths, spec: TrialSpec) -> str | None:
         return None
     asked = next((e.get("detail") for e in events if e.get("kind") == "model_refused"
                   and e.get("reason") == "model_not_pinned"), None)
-    if asked is None:
-        return None
+    if asked is None or any(e.get("kind") == "model_call" for e in events):
+        return None  # a call of the pinned model went through: the setup works, the rest is the agent's doing
     return (f"candidate {spec.candidate.name}: its agent asked the model proxy for model {asked!r}, but the "
             f"candidate's model_snapshot is {getattr(spec.candidate, 'model_snapshot', None)!r}, so every call was "
             f"refused ({spec.trial_id}); make the agent use the pinned model (its command's model option) and "

@@ -271,3 +271,19 @@ def test_a_resumed_run_counts_what_its_earlier_session_recorded(store):
     _run_queue(deque([spec(2)]), 3, 2, None, 0.0, st, Scripted(accepted), paths, said.append, 1.0, None, 1)
     [line] = [s for s in said if s.startswith("[3/3]")]
     assert "not accepted 1," in line  # the earlier session's rejection still counts
+
+
+def test_an_agent_that_reached_its_model_cannot_keep_its_trial_out_of_the_results(store):
+    from orchestrator.events import EventLog
+
+    paths, st = store
+
+    def answer(s):
+        log = EventLog(paths.attempt(s.trial_id, s.attempt).events, s.trial_id)
+        log.append("model_call", model_requested="scripted-model-1", cost_usd=0.01)
+        log.append("model_refused", reason="model_not_pinned", detail="another-model")  # asked on purpose
+        log.close()
+        return accepted(s)
+
+    _run_queue(deque([spec(0)]), 1, 0, None, 0.0, st, Scripted(answer), paths, lambda _: None, 1.0)
+    assert [r.id for r in st.trials()] == ["t/a/0"]  # recorded like any trial
