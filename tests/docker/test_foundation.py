@@ -11,6 +11,7 @@ import pytest
 
 from tests.tracked import copy_tracked
 
+from orchestrator.agents.prices import load_prices
 from orchestrator.engine import LABEL_PREFIX, MANAGED_LABEL
 from orchestrator.errors import ImageNotFound, RuntimeUnavailable, SandboxError
 from orchestrator.images import build_images
@@ -147,7 +148,7 @@ def test_lock_records_identifiers_and_check_names_every_drift(images, repo_root,
     assert set(lock["tasks"]) == {p.name for p in (tmp_path / "tasks").iterdir() if (p / "task.yaml").exists()}
     assert all(len(t["repo_commit"]) == 40 for t in lock["tasks"].values())
     assert set(lock["prompts"]) == {"terse", "test-first"}
-    assert lock["price_table_version"] == "2026-11-01" and lock["tool_contract_revision"] == "v1"
+    assert lock["price_table_version"] == load_prices().version == "2026-12-01" and lock["tool_contract_revision"] == "v1"
     ok = _cli("lock", "--check", str(manifest), cwd=repo_root)
     assert ok.returncode == 0, ok.stderr
 

@@ -98,3 +98,10 @@ def test_the_openai_proxy_relays_only_openai_paths_and_the_pinned_model(proxied,
         client.embeddings.create(model=MODEL, input="x")
     assert budget.refused_requests == {"model_not_pinned": 1, "path_not_relayed": 1}
     assert server.requests[KEY] == []
+
+
+def test_openai_models_are_priced_with_their_cached_input_apart():
+    prices = load_prices()
+    gpt5 = prices.price("gpt-5-2025-08-07")
+    assert gpt5.cost(1_000_000, 1_000_000, 1_000_000, 0) == pytest.approx(1.25 + 10.0 + 0.125)
+    assert {"gpt-4.1-2025-04-14", "o4-mini-2025-04-16"} <= set(prices.models)
