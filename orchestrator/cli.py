@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .commands import (cmd_calibrate, cmd_import_swebench, cmd_regrade, cmd_report, cmd_reproduce, cmd_run,
+from .commands import (cmd_calibrate, cmd_export, cmd_import_swebench, cmd_regrade, cmd_report, cmd_reproduce, cmd_run,
                        cmd_show, cmd_tasks_check, connect_engine, echo, err, load_all, say)
 from .errors import TrialboxError, ValidationFailed
 
@@ -226,6 +226,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gate", action="store_true", help="exit 0 on ADOPT, 1 on REJECT, 3 otherwise")
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page with plots")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("export", help="each trial's trajectory from its host-recorded events (ATIF)")
+    p.add_argument("run")
+    p.add_argument("--format", choices=["atif"], default="atif", help="ATIF v1.4, Harbor's trajectory format")
+    p.add_argument("--out", metavar="DIR", help="where to write one JSON file per trial (default: RUN/atif)")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("reproduce", help="re-run from the run's lock; refuse and list any drift; compare verdicts")
     p.add_argument("run")

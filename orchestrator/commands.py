@@ -131,6 +131,18 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """Each recorded trial's trajectory, as ATIF JSON, one file per trial."""
+    from .exporting import export_atif
+
+    paths = run_paths(args.run)
+    loaded, tasks = run_manifest(paths)
+    out = Path(args.out) if args.out else paths.root / "atif"
+    written = export_atif(paths, loaded, tasks, out)
+    echo(f"{len(written)} trajectory(ies) in {out} (ATIF v1.4)")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import GATE, build_report, to_json
     from .summary import terminal

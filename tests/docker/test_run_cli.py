@@ -391,3 +391,25 @@ def test_claude_code_and_codex_compared_from_one_manifest(project, repo_root):
         events = read_events(RunPaths(out).attempt(f"textkit-slug-unicode/{name}/0", 1).events)
         calls = [e for e in events if e["kind"] == "model_call"]
         assert calls and {e["api"] for e in calls} == {api} and all(e["cost_usd"] > 0 for e in calls)
+
+
+def test_trajectories_export_as_atif_and_validate(demo_run, repo_root, tmp_path):
+    import jsonschema
+
+    run, _ = demo_run
+    out = tmp_path / "atif"
+    res = cli("export", str(run), "--format", "atif", "--out", str(out), cwd=repo_root, check=0)
+    files = sorted(out.glob("*.json"))
+    db = sqlite3.connect(run / "results.sqlite")
+    trials = db.execute("SELECT count(*) FROM trials").fetchone()[0]
+    db.close()
+    assert f"{trials} trajectory(ies)" in res.stdout and len(files) == trials
+    schema = json.loads((repo_root / "schemas/atif-v1.4.schema.json").read_text())
+    docs = [json.loads(f.read_text()) for f in files]
+    for doc in docs:
+        jsonschema.validate(doc, schema)
+    claude = [d for d in docs if d["extra"]["trialbox"]["candidate"] == "claude-scripted"]
+    assert claude and all(any("metrics" in s for s in d["steps"]) for d in claude)  # its model calls, with usage
+    scripted = [d for d in docs if d["extra"]["trialbox"]["candidate"] == "scripted-fix"]
+    assert scripted and all(s.get("extra", {}).get("tool_calls_source") == "harness" for d in scripted
+                            for s in d["steps"][1:])
