@@ -29,7 +29,16 @@ kind               fields
                    ``started_at``, ``ended_at``
 ``model_retry``    ``status`` (HTTP status or ``connection``), ``attempt``,
                    ``wait_s``, ``request_id``
-``model_refused``  ``reason`` (the budget the proxy enforced)
+``model_refused``  ``reason`` (the budget the proxy enforced, ``model_not_pinned``),
+                   ``detail``
+``model_count_tokens`` ``model_requested``, ``input_tokens``: a token count the
+                   proxy relayed (recorded, never charged)
+``proxy_refused``  ``method``, ``path``, ``status``, ``reason``: a request the
+                   proxy did not relay (another path or method, an unknown
+                   token, a trial not started)
+``proxy_probe``    ``method``, ``path``: a reachability probe answered locally
+``agent_command``  ``command``, ``exit_code``, ``timed_out``, ``duration_s``,
+                   ``output``, ``stderr``: a command agent's run
 ``model_tool_use`` ``tool``, ``arguments``, ``tool_use_id``: what a model
                    *reported* it called (``source: model_reported``), from
                    the proxy; never confused with harness-observed ``tool``
