@@ -223,6 +223,7 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
 
     Returns whether the cost cap stopped admission, and how many trials were left unrun."""
     t0, stopped, at_start = time.monotonic(), False, finished
+    misconfigured: str | None = None
     try:
         while queue or runner.running:
             while queue:
@@ -259,9 +260,11 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
                     queue.appendleft(_retry_of(spec, result))
                     continue
                 wrong = _misconfigured(paths, spec)
-                if wrong:  # not the agent's failure and not a result: the candidate is set up wrong
-                    raise ConfigError(wrong)
-                _record(store, paths, spec, result)
+                if wrong and misconfigured is None:  # the candidate looks set up wrong: no new trial starts
+                    misconfigured = wrong
+                    say(f"stopping: {wrong}")
+                    queue = deque(s for s in queue if s.attempt > 1)
+                _record(store, paths, spec, result)  # recorded all the same: nothing the agent did is hidden
                 finished += 1
                 spent = charged(result, max_cost_usd, costs)
                 cost += spent
@@ -274,15 +277,17 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
             if isinstance(outcome, TrialResult) and (not outcome.is_infra_error or spec.attempt > 1):
                 _record(store, paths, spec, outcome)
         raise
+    if misconfigured is not None:
+        raise ConfigError(misconfigured)
     return stopped, len(queue)
 
 
 def _misconfigured(paths: RunPaths, spec: TrialSpec) -> str | None:
     """Why a finished attempt shows its candidate set up wrong, or None: its agent asked the proxy for another
     model than the candidate's pinned one and never for the pinned one (every call refused: every trial of it would
-    be rejected for a mistake in the manifest, not for what the agent did). An agent that reached the pinned model
-    and then asked for another is recorded like any trial, the refusals counted: otherwise it could keep a failing
-    trial out of the results by asking for another model on purpose."""
+    be rejected for a mistake in the manifest, not for what the agent did). The run then starts no new trial and
+    ends with this reason; the trial itself, and every trial still running, is recorded as it ended, so an agent
+    that does this on purpose stops the run loudly but keeps nothing out of the results."""
     events_file = paths.attempt(spec.trial_id, spec.attempt).events
     if not events_file.exists():
         return None
@@ -296,8 +301,8 @@ def _misconfigured(paths: RunPaths, spec: TrialSpec) -> str | None:
         return None  # a call of the pinned model went through: the setup works, the rest is the agent's doing
     return (f"candidate {spec.candidate.name}: its agent asked the model proxy for model {asked!r}, but the "
             f"candidate's model_snapshot is {getattr(spec.candidate, 'model_snapshot', None)!r}, so every call was "
-            f"refused ({spec.trial_id}); make the agent use the pinned model (its command's model option) and "
-            "start a new run. The trial is not recorded: it measured the manifest, not the agent")
+            f"refused ({spec.trial_id}, recorded as its verdict says); make the agent use the pinned model (its "
+            "command's model option) and start a new run")
 
 
 def _harness_failure(spec: TrialSpec, exc: BaseException, paths: RunPaths,

@@ -48,6 +48,21 @@ def parse_sse(data: bytes) -> dict[str, Any] | None:
     return message
 
 
+CLIENT_TOOL_PREFIXES = ("bash_", "text_editor_", "computer_", "memory_")
+"""Anthropic-defined tools the *client* runs (in the sandbox): allowed beside the agent's own (untyped) tools."""
+
+
+def server_side(request: dict[str, Any]) -> list[str]:
+    """What in a request would have the model provider reach out for the agent (web search or fetch, code
+    execution, MCP servers): the proxy refuses it, as the sandbox's network policy would."""
+    found = ["mcp_servers"] if request.get("mcp_servers") else []
+    for tool in request.get("tools") or []:
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind not in (None, "custom") and not str(kind).startswith(CLIENT_TOOL_PREFIXES):
+            found.append(str(kind))
+    return found
+
+
 def read_answer(path: str, received: bytes) -> dict[str, Any]:
     """What a Messages answer says: ``model``, ``stop_reason``, ``usage`` (input, output, cache_read,
     cache_write) and ``tool_uses`` (name, input, id)."""

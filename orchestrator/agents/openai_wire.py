@@ -112,6 +112,19 @@ def response_stream(message: dict[str, Any]) -> bytes:
                    for e in events).encode()
 
 
+CLIENT_TOOLS = ("function", "custom", "local_shell")
+"""Tool types the *client* runs (in the sandbox); every other type has the provider act for the agent."""
+
+
+def server_side(request: dict[str, Any]) -> list[str]:
+    """What in a request would have the provider reach out or act for the agent (web search, file search, MCP
+    servers, code interpreter, image generation), or be charged out of sight (``background``): refused."""
+    found = [str(t.get("type")) for t in request.get("tools") or []
+             if isinstance(t, dict) and t.get("type") not in CLIENT_TOOLS]
+    found += [key for key in ("web_search_options", "background") if request.get(key)]
+    return found
+
+
 def with_stream_usage(path: str, body: bytes) -> bytes:
     """A streamed Chat Completions request asks for its usage (``stream_options.include_usage``): without it the
     stream carries none, and the call could not be charged. Any other request is relayed as it came."""
@@ -121,10 +134,11 @@ def with_stream_usage(path: str, body: bytes) -> bytes:
         request = json.loads(body or b"{}")
     except ValueError:
         return body
+    options = request.get("stream_options") if isinstance(request, dict) else None
     if not isinstance(request, dict) or not request.get("stream") or \
-            (request.get("stream_options") or {}).get("include_usage"):
+            (isinstance(options, dict) and options.get("include_usage")):
         return body
-    request["stream_options"] = {**(request.get("stream_options") or {}), "include_usage": True}
+    request["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
     return json.dumps(request).encode()
 
 
@@ -161,8 +175,10 @@ def read_answer(path: str, received: bytes) -> dict[str, Any]:
             answer = done[-1]["response"] if done else {}
         usage = answer.get("usage") or {}
         cached = int((usage.get("input_tokens_details") or {}).get("cached_tokens") or 0)
-        tools = [(o.get("name"), _arguments(o.get("arguments") or ""), o.get("call_id"))
-                 for o in answer.get("output") or [] if o.get("type") == "function_call"]
+        tools = [(o.get("name") or o.get("type"),
+                  o["action"] if isinstance(o.get("action"), dict) else _arguments(o.get("arguments") or o.get("input") or ""),
+                  o.get("call_id")) for o in answer.get("output") or []
+                 if o.get("type") in ("function_call", "custom_tool_call", "local_shell_call")]
         return {"model": answer.get("model"), "stop_reason": answer.get("status"), "tool_uses": tools,
                 "usage": (int(usage.get("input_tokens") or 0) - cached, int(usage.get("output_tokens") or 0), cached, 0)}
     if answer is None:  # chat chunks: tool calls assembled by index, usage from the chunk that has it
@@ -184,8 +200,9 @@ def read_answer(path: str, received: bytes) -> dict[str, Any]:
             {"id": c.pop("id"), "function": c} for _, c in sorted(calls.items())]}}]}
     usage = answer.get("usage") or {}
     cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
-    choice = (answer.get("choices") or [{}])[0]
+    choices = answer.get("choices") or [{}]
+    choice = choices[0]
     tools = [((tc.get("function") or {}).get("name"), _arguments((tc.get("function") or {}).get("arguments") or ""),
-              tc.get("id")) for tc in (choice.get("message") or {}).get("tool_calls") or []]
+              tc.get("id")) for c in choices for tc in (c.get("message") or {}).get("tool_calls") or []]
     return {"model": answer.get("model"), "stop_reason": choice.get("finish_reason"), "tool_uses": tools,
             "usage": (int(usage.get("prompt_tokens") or 0) - cached, int(usage.get("completion_tokens") or 0), cached, 0)}

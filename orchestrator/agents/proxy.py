@@ -52,6 +52,8 @@ PASS_HEADERS = ("content-type", "anthropic-version", "anthropic-beta", "openai-b
 ALLOWED_PATHS = {"anthropic": set(anthropic_wire.PATHS), "openai": set(openai_wire.PATHS)}
 """What each API's proxy relays: nothing else, no other endpoint, no other host."""
 MESSAGES, COUNT_TOKENS = anthropic_wire.MESSAGES, anthropic_wire.COUNT_TOKENS
+MAX_REFUSAL_EVENTS = 500
+"""Refused requests recorded one by one per trial; past this they are only counted (by reason)."""
 PROBE_PATHS = {"/", "/api/hello"}
 """What clients probe for reachability (Claude Code sends ``HEAD /api/hello``): answered here, never relayed."""
 
@@ -151,7 +153,9 @@ class ModelProxy:
         event = {"method": h.command, "path": h.path[:300], "status": status, "reason": reason}
         with self._record_lock:
             if self.events is not None:
-                self.events.append("proxy_refused", **event)
+                recorded = sum(self.budget.refused_requests.values()) if self.budget is not None else 0
+                if recorded < MAX_REFUSAL_EVENTS:  # past it, refusals are counted, not each logged
+                    self.events.append("proxy_refused", **event)
                 self._count_refusal(reason)
             elif len(self.refused) < 1000:
                 self.refused.append(event)
@@ -204,7 +208,10 @@ class ModelProxy:
         if route not in ALLOWED_PATHS[self.api]:
             return None
         base = httpx.URL(self.upstream)
-        return base.copy_with(path=base.path.rstrip("/") + route, query=query.encode() or None)
+        try:
+            return base.copy_with(path=base.path.rstrip("/") + route, query=query.encode() or None)
+        except httpx.InvalidURL:  # a query no URL can carry: refused like an unknown path
+            return None
 
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
         body = h.rfile.read(int(h.headers.get("content-length") or 0))
@@ -215,17 +222,26 @@ class ModelProxy:
             return
         if not self._admit(h):
             return
-        if self.model:
-            try:
-                requested = json.loads(body or b"{}").get("model")
-            except (ValueError, AttributeError):
-                requested = None
-            if requested != self.model:
-                self.events.append("model_refused", reason="model_not_pinned", detail=str(requested)[:100])
-                self._count_refusal("model_not_pinned")
-                self._reply(h, 403, "permission_error", f"trialbox proxy: this trial's model is {self.model}")
-                return
-        found = find_canaries(self.canaries, body.decode("utf-8", errors="replace"))
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            request = None
+        request = request if isinstance(request, dict) else {}
+        if self.model and request.get("model") != self.model:
+            self.events.append("model_refused", reason="model_not_pinned", detail=str(request.get("model"))[:100])
+            self._count_refusal("model_not_pinned")
+            self._reply(h, 403, "permission_error", f"trialbox proxy: this trial's model is {self.model}")
+            return
+        wire = openai_wire if self.api == "openai" else anthropic_wire
+        reaching = wire.server_side(request)
+        if reaching:  # the provider would reach out or act for the agent: the network policy forbids it
+            self.events.append("model_refused", reason="server_side_tool", detail=", ".join(reaching)[:200])
+            self._count_refusal("server_side_tool")
+            self._reply(h, 403, "permission_error", "trialbox proxy: server-side tools are not relayed "
+                                                    f"({', '.join(reaching)[:200]}): the sandbox has no network")
+            return
+        relayed = [h.path] + [h.headers.get(k) or "" for k in PASS_HEADERS]  # every part of the request that leaves
+        found = find_canaries(self.canaries, "\n".join([body.decode("utf-8", errors="replace"), *relayed]))
         if found:  # a planted secret on its way out: recorded, and never forwarded
             self.events.append("egress_canary", found=len(found), bytes=len(body))
             self._count_refusal("secret_in_request")

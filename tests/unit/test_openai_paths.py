@@ -81,6 +81,7 @@ def test_the_proxy_records_and_charges_openai_calls(proxied, server, kind):
         answer = client.responses.create(model=MODEL, input="fix it", stream=kind.endswith("stream"))
         if kind.endswith("stream"):
             list(answer)
+    proxy.wait_idle()  # the agent may have read the whole answer before the proxy recorded it
     [call] = [e for e in read_events(path) if e["kind"] == "model_call"]
     assert (call["input_tokens"], call["cache_read_tokens"], call["output_tokens"]) == (900, 100, 40)
     assert call["api"] == "openai" and call["cost_usd"] == pytest.approx((900 * 3.0 + 100 * 0.3 + 40 * 15.0) / 1e6)
@@ -105,3 +106,16 @@ def test_openai_models_are_priced_with_their_cached_input_apart():
     gpt5 = prices.price("gpt-5-2025-08-07")
     assert gpt5.cost(1_000_000, 1_000_000, 1_000_000, 0) == pytest.approx(1.25 + 10.0 + 0.125)
     assert {"gpt-4.1-2025-04-14", "o4-mini-2025-04-16"} <= set(prices.models)
+
+
+def test_the_openai_proxy_refuses_server_side_tools_and_background_work(proxied, server):
+    proxy, client, budget, path = proxied
+    with pytest.raises(openai.PermissionDeniedError):
+        client.responses.create(model=MODEL, input="x", tools=[{"type": "mcp", "server_label": "x",
+                                                                 "server_url": "https://attacker.example/mcp",
+                                                                 "require_approval": "never"}])
+    with pytest.raises(openai.PermissionDeniedError):
+        client.responses.create(model=MODEL, input="x", tools=[{"type": "web_search"}])
+    with pytest.raises(openai.PermissionDeniedError):
+        client.responses.create(model=MODEL, input="x", background=True)
+    assert budget.refused_requests == {"server_side_tool": 3} and server.requests[KEY] == []

@@ -60,3 +60,33 @@ def test_paths_the_agent_owns_are_left_out_and_a_tracked_one_keeps_its_original(
     kept, excluded = owned_by_agent(final, original, [".aider*", ".gitignore"])
     assert excluded == [".aider.chat.history.md", ".aider.tags.cache.v4/cache.db", ".gitignore"]
     assert kept.files == {"src/a.py": b"x = 2\n", ".gitignore": b"*.pyc\n", "src/.aider_notes.py": b"still the agent's code"}
+
+
+def test_owned_paths_are_still_scanned_for_secrets():
+    from orchestrator.grading.criteria import secrets_leaked
+    from orchestrator.grading.diff import compute_diff
+
+    canary = "tbcanary-0123456789abcdef0123"
+    original = Tree(files={"src/a.py": b"x = 1\n"})
+    final = Tree(files={"src/a.py": b"x = 1\n", ".claude/notes.md": canary.encode()})
+    kept, excluded = owned_by_agent(final, original, [".claude/**"])
+    assert excluded == [".claude/notes.md"] and ".claude/notes.md" not in kept.files
+    crits = secrets_leaked([canary], compute_diff(original, kept), None, [], original, final)  # what grade passes
+    assert not next(c for c in crits if c.name == "secrets").passed
+
+
+def test_a_summary_file_the_agent_wrote_is_data_whatever_it_holds():
+    from orchestrator.agents.command import CommandAgent
+    from orchestrator.agents.prices import load_prices
+
+    class Sandbox:
+        def __init__(self, data):
+            self.data = data
+
+        def read_file(self, path, max_bytes=0):
+            return self.data
+
+    agent = CommandAgent("x", "m", "k", "http://u", load_prices(), summary="json:/tmp/out.json:result")
+    assert agent._summary("", Sandbox(b"[" * 200000)) == ""  # nesting deep enough to recurse: no failure
+    assert agent._summary("", Sandbox(b'{"result": "done"}')) == "done"
+    assert agent._summary("", Sandbox(b'["not an object"]')) == ""

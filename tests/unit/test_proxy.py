@@ -83,6 +83,7 @@ def test_a_compressed_answer_reaches_the_agent_decoded_and_is_charged(proxied):
     r = client.post("/v1/messages?beta=true", json=body())
     assert r.status_code == 200 and r.json()["usage"]["input_tokens"] == 1000  # decodable by the agent
     assert Upstream.seen == ["POST /v1/messages?beta=true key=real-key"]  # the query string kept; the real key
+    proxy.wait_idle()  # the agent may have read the whole answer before the proxy recorded it
     [call] = [e for e in read_events(path) if e["kind"] == "model_call"]
     assert (call["input_tokens"], call["output_tokens"]) == (1000, 200)
     assert call["cost_usd"] == pytest.approx((1000 * 3.0 + 200 * 15.0) / 1e6)
@@ -95,6 +96,7 @@ def test_counting_tokens_is_relayed_and_recorded_but_not_charged(proxied):
     proxy.attach(events, budget)
     r = client.post("/v1/messages/count_tokens", json=body())
     assert r.status_code == 200 and r.json() == {"input_tokens": 321}
+    proxy.wait_idle()
     kinds = [e["kind"] for e in read_events(path)]
     assert "model_call" not in kinds
     [counted] = [e for e in read_events(path) if e["kind"] == "model_count_tokens"]
@@ -131,3 +133,29 @@ def test_a_request_for_another_model_is_refused_and_recorded(proxied):
     assert Upstream.seen == []
     [refused] = [e for e in read_events(path) if e["kind"] == "model_refused"]
     assert refused["reason"] == "model_not_pinned"
+
+
+def test_server_side_tools_are_refused_they_would_reach_out_for_the_agent(proxied):
+    proxy, client, events, path = proxied
+    budget = Budget(BudgetLimits())
+    proxy.attach(events, budget)
+    for extra in ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]},
+                  {"mcp_servers": [{"type": "url", "url": "https://attacker.example/mcp", "name": "x"}]}):
+        assert client.post("/v1/messages", json={**body(), **extra}).status_code == 403
+    client_tools = {"tools": [{"name": "Bash", "input_schema": {"type": "object"}},
+                              {"type": "bash_20250124", "name": "bash"}]}  # run by the client, in the sandbox
+    assert client.post("/v1/messages", json={**body(), **client_tools}).status_code == 200
+    proxy.wait_idle()
+    assert budget.refused_requests == {"server_side_tool": 2} and len(Upstream.seen) == 1
+
+
+def test_a_secret_in_the_query_or_a_header_is_never_sent(proxied):
+    proxy, client, events, path = proxied
+    proxy.attach(events, Budget(BudgetLimits()), canaries=["tbcanary-0123456789abcdef0123"])
+    assert client.post("/v1/messages?x=tbcanary-0123456789abcdef0123", json=body()).status_code == 403
+    assert client.post("/v1/messages", json=body(),
+                       headers={"anthropic-beta": "x-tbcanary-0123456789abcdef0123"}).status_code == 403
+    assert client.post("/v1/messages?bad=%23#frag", json=body()).status_code in (200, 404)  # never a crash
+    assert Upstream.seen[:2] != ["POST /v1/messages?x=tbcanary-0123456789abcdef0123 key=real-key"]
+    assert not any("tbcanary" in line for line in Upstream.seen)
+    assert [e["kind"] for e in read_events(path)].count("egress_canary") == 2

@@ -259,10 +259,13 @@ def test_an_agent_asking_for_another_model_stops_the_run_as_a_configuration_erro
         log.close()
         return accepted(s)
 
+    backend = Scripted(answer)
+    backend.slots = 1
     with pytest.raises(ConfigError) as info:
-        _run_queue(deque([spec(0), spec(1)]), 2, 0, None, 0.0, st, Scripted(answer), paths, lambda _: None, 1.0)
+        _run_queue(deque([spec(0), spec(1), spec(2)]), 3, 0, None, 0.0, st, backend, paths, lambda _: None, 1.0)
     assert "candidate a" in info.value.message and "claude-opus-4-1-20250805" in info.value.message
-    assert st.trials() == []  # not a rejected trial: nothing measured the agent
+    # the trial is recorded as it ended (an agent doing this on purpose hides nothing); no new trial started
+    assert [r.id for r in st.trials()] == ["t/a/0"] and backend.submitted == [("t/a/0", 1)]
 
 
 def test_a_resumed_run_counts_what_its_earlier_session_recorded(store):
