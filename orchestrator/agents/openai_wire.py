@@ -116,11 +116,23 @@ CLIENT_TOOLS = ("function", "custom", "local_shell")
 """Tool types the *client* runs (in the sandbox); every other type has the provider act for the agent."""
 
 
+def _server_tools(tools: list[Any]) -> list[str]:
+    """The tool types not run by the client; a ``namespace`` groups tools and is judged by what it holds."""
+    found = []
+    for t in tools:
+        if not isinstance(t, dict):
+            continue
+        if t.get("type") == "namespace":
+            found += _server_tools(t.get("tools") or [])
+        elif t.get("type") not in CLIENT_TOOLS:
+            found.append(str(t.get("type")))
+    return found
+
+
 def server_side(request: dict[str, Any]) -> list[str]:
     """What in a request would have the provider reach out or act for the agent (web search, file search, MCP
     servers, code interpreter, image generation), or be charged out of sight (``background``): refused."""
-    found = [str(t.get("type")) for t in request.get("tools") or []
-             if isinstance(t, dict) and t.get("type") not in CLIENT_TOOLS]
+    found = _server_tools(request.get("tools") or [])
     found += [key for key in ("web_search_options", "background") if request.get(key)]
     return found
 
