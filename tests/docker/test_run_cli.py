@@ -277,9 +277,6 @@ def test_run_cost_cap_stops_admitting_trials(project, repo_root):
     finished = outcomes(out)
     assert 0 < len(finished) < 10
     report = json.loads(cli("report", str(out), "--json", cwd=repo_root, check=0).stdout)
-    summary = cli("report", str(out), cwd=repo_root, check=0).stdout
-    assert "claude-code (claude-code 2.1.332, anthropic API): 2/2 accepted" in summary
-    assert "codex (codex 0.171.0, openai API): 2/2 accepted" in summary
     assert report["run"]["stopped_by_cost_cap"] and report["run"]["provisional"]
     assert report["adoption"]["decision"] == "NONE"
     assert report["candidates"]["claude-scripted"]["models_served"] == ["scripted-model-1"]
@@ -334,8 +331,8 @@ def test_a_command_agent_runs_from_its_layer_and_the_grader_without_it(project, 
     layer = project / "agents" / "slug-fixer"
     layer.mkdir(parents=True)
     (layer / "slug-fixer").write_text(SLUG_FIXER)
-    (layer / "Dockerfile").write_text("ARG BASE\nFROM ${BASE}\nCOPY slug-fixer /usr/local/bin/slug-fixer\n"
-                                      "RUN chmod 0755 /usr/local/bin/slug-fixer\n")
+    (layer / "Dockerfile").write_text(f"# {uuid.uuid4().hex}: content no earlier run built\nARG BASE\nFROM ${{BASE}}\n"
+                                      "COPY slug-fixer /usr/local/bin/slug-fixer\nRUN chmod 0755 /usr/local/bin/slug-fixer\n")
     manifest = project / "examples/layered.yaml"
     manifest.write_text("""experiment: {name: layered}
 candidates:
@@ -379,6 +376,9 @@ def test_claude_code_and_codex_compared_from_one_manifest(project, repo_root):
               check=0)
     assert "Traceback" not in res.stderr
     report = json.loads(cli("report", str(out), "--json", cwd=repo_root, check=0).stdout)
+    summary = cli("report", str(out), cwd=repo_root, check=0).stdout
+    assert "claude-code (claude-code 2.1.332, anthropic API): 2/2 accepted" in summary
+    assert "codex (codex 0.171.0, openai API): 2/2 accepted" in summary
     for name, tool in (("claude-code", "Bash"), ("codex", "exec_command")):
         c = report["candidates"][name]
         assert (c["n_accepted"], c["n_trials"]) == (2, 2), c["outcomes"]
