@@ -10,7 +10,6 @@ manifest or lock is refused.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 import shutil
@@ -25,7 +24,6 @@ import docker
 
 from .agents import BudgetLimits
 from .backends import Backend, choose, open_backend
-from .costs import trial_cost
 from .errors import Cancelled, ConfigError, DriftError, LockError
 from .events import read_events
 from .grading.judge import make_judge
@@ -39,8 +37,8 @@ from .tasks import Task
 from .summary import money
 from .textsafe import printable
 from .log import get_logger
+from .attempts import charged, harness_failure, misconfigured_by, resumed, retry_of
 from .result import TrialResult
-from .resultparts import PreviousAttempt
 from .trial import TrialSpec
 
 log = get_logger("job")
@@ -146,7 +144,7 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
             paths.plan.write_text(json.dumps({"order": m.execution.order,
                                              **arrangement([c.name for c in m.candidates], m.experiment.seed),
                                              "trials": [s.trial_id for s in specs]}, indent=1) + "\n")
-        queue = deque(_resumed(s, paths) for s in specs if s.trial_id not in done)
+        queue = deque(resumed(s, paths) for s in specs if s.trial_id not in done)
         recorded = store.trials()
         cost = sum(charged(r, m.execution.max_cost_usd, m.costs) for r in recorded)
         cap = m.execution.max_run_cost_usd
@@ -177,42 +175,6 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
 def _record(store: Store, paths: RunPaths, spec: TrialSpec, result: TrialResult) -> None:
     events_file = paths.attempt(spec.trial_id, spec.attempt).events
     store.record(result, read_events(events_file) if events_file.exists() else [])
-
-
-def charged(result: TrialResult, max_cost_usd: float, costs: CostsConfig | None = None) -> float:
-    """What a result counts against the run's cost cap: its whole known cost (models, and with ``costs`` its
-    priced tools, machines and human time), and ``max_cost_usd`` for every attempt whose spend was lost (so the
-    cap is never passed because records went down with a node)."""
-    known = trial_cost(result, costs).total if costs is not None else (result.cost.model_usd or 0.0)
-    return known + max_cost_usd * result.cost.unknown_attempts
-
-
-def _retry_of(spec: TrialSpec, result: TrialResult) -> TrialSpec:
-    """The next attempt of a trial that hit an infrastructure error (what it spent carried over)."""
-    v, spent = result.verdict, result.cost.attempt_usd
-    attempt = PreviousAttempt(spec.attempt, v.kind, "; ".join(v.reasons)[:500], result.node_name, spent,
-                              result.usage, result.interventions)  # what it used
-    return dataclasses.replace(spec, attempt=spec.attempt + 1, retries=spec.retries + 1,
-                               prior_cost_usd=spec.prior_cost_usd + (spent or 0.0),
-                               previous_attempts=spec.previous_attempts + (attempt,))
-
-
-def _resumed(spec: TrialSpec, paths: RunPaths) -> TrialSpec:
-    """A trial to run on resume: its retry when a first attempt already failed on infrastructure.
-
-    The run loop marks a retry it owes (``a1/retry-owed.json``, the failed attempt's record); the
-    attempt's cost carries over, so stopping a run between an attempt and its retry neither loses
-    that attempt nor gives the trial a fresh one. An attempt that merely stopped with the run (Ctrl-C)
-    owes nothing: it runs again as it was."""
-    record = paths.attempt(spec.trial_id, 1).retry_owed
-    try:
-        doc = json.loads(record.read_text())
-    except (OSError, ValueError):  # absent or unreadable: nothing owed
-        return spec
-    verdict = doc.get("verdict") if isinstance(doc, dict) else None
-    if not isinstance(verdict, dict) or verdict.get("outcome") != "infra_error" or doc.get("attempt") != 1:
-        return spec
-    return _retry_of(spec, TrialResult.from_dict(doc))  # a record the loop wrote: one it cannot read is a defect
 
 
 def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost: float, store: Store,
@@ -248,7 +210,7 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
                     if isinstance(outcome, Cancelled):
                         continue
                     log.error("trial crashed in the harness", trial=spec.trial_id, error=repr(outcome))
-                    result = _harness_failure(spec, outcome, paths, runner.node_for(spec))
+                    result = harness_failure(spec, outcome, paths, runner.node_for(spec))
                 else:
                     result = outcome
                 if result.is_infra_error and spec.attempt == 1:
@@ -257,9 +219,9 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
                     owed = paths.attempt(spec.trial_id, 1)
                     owed.folder.mkdir(parents=True, exist_ok=True)
                     owed.retry_owed.write_text(json.dumps(result.to_dict(), default=str))
-                    queue.appendleft(_retry_of(spec, result))
+                    queue.appendleft(retry_of(spec, result))
                     continue
-                wrong = _misconfigured(paths, spec)
+                wrong = misconfigured_by(paths, spec)
                 if wrong and misconfigured is None:  # the candidate looks set up wrong: no new trial starts
                     misconfigured = wrong
                     say(f"stopping: {wrong}")
@@ -280,41 +242,6 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
     if misconfigured is not None:
         raise ConfigError(misconfigured)
     return stopped, len(queue)
-
-
-def _misconfigured(paths: RunPaths, spec: TrialSpec) -> str | None:
-    """Why a finished attempt shows its candidate set up wrong, or None: its agent asked the proxy for another
-    model than the candidate's pinned one and never for the pinned one (every call refused: every trial of it would
-    be rejected for a mistake in the manifest, not for what the agent did). The run then starts no new trial and
-    ends with this reason; the trial itself, and every trial still running, is recorded as it ended, so an agent
-    that does this on purpose stops the run loudly but keeps nothing out of the results."""
-    events_file = paths.attempt(spec.trial_id, spec.attempt).events
-    if not events_file.exists():
-        return None
-    try:
-        events = read_events(events_file)
-    except (OSError, ValueError):
-        return None
-    asked = next((e.get("detail") for e in events if e.get("kind") == "model_refused"
-                  and e.get("reason") == "model_not_pinned"), None)
-    if asked is None or any(e.get("kind") == "model_call" for e in events):
-        return None  # a call of the pinned model went through: the setup works, the rest is the agent's doing
-    return (f"candidate {spec.candidate.name}: its agent asked the model proxy for model {asked!r}, but the "
-            f"candidate's model_snapshot is {getattr(spec.candidate, 'model_snapshot', None)!r}, so every call was "
-            f"refused ({spec.trial_id}, recorded as its verdict says); make the agent use the pinned model (its "
-            "command's model option) and start a new run")
-
-
-def _harness_failure(spec: TrialSpec, exc: BaseException, paths: RunPaths,
-                     node: dict[str, Any] | None = None) -> TrialResult:
-    """The record of an attempt that trialbox itself failed; written to the attempt's folder."""
-    from .grading.verdict import infra_verdict
-    from .trial import ended_attempt, spend_in
-
-    folder = paths.trial(spec.trial_id, spec.attempt)
-    # the events the attempt wrote before failing; or what the backend knows when they did not come back
-    spent = exc.spend if hasattr(exc, "spend") else spend_in(folder)
-    return ended_attempt(spec, infra_verdict("harness", repr(exc)[:500]), spent, node, folder)
 
 
 __all__ = ["run_experiment", "ensure_lock"]

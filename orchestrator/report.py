@@ -17,11 +17,12 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from .ablation import ablation
 from .adoption import adoption
 from .costs import TrialCost, locked_costs, trial_cost, unpriced_warning
 from .manifest import Manifest
-from .stats import (few_clusters_warning, interval_note, mean_interval, paired_difference, pass_at_k,
-                    pass_hat_k, quantile, ratio_interval, sample_size_hint, share_interval)
+from .stats import (few_clusters_warning, interval_note, mean_interval, paired_difference, quantile, ratio_interval, sample_size_hint)
+from .pertask import per_task_counts, per_task_values, rate_per_task, task_metric
 from .placement import nodes_section, saturation
 from .result import TrialResult
 from .store import RunPaths, Store
@@ -30,35 +31,9 @@ SCHEMA_VERSION = 1
 GATE = {"ADOPT": 0, "REJECT": 1, "INCONCLUSIVE": 3, "NONE": 3}
 
 
-def _task_metric(metric: str, n: int, c: int, k: int) -> float | None:
-    if metric == "pass_at_k":
-        return pass_at_k(n, c, k)
-    if metric == "pass_hat_k":
-        return pass_hat_k(n, c, k)
-    return c / n if n else None
-
-
-def _per_task(rows: list[TrialResult], exclusions: set[str]) -> dict[str, tuple[int, int]]:
-    """(trials in the denominator, accepted) per task; a task whose trials were all excluded stays, as (0, 0)."""
-    counts: dict[str, list[int]] = {r.task: [0, 0] for r in rows}
-    for r in rows:
-        if r.outcome.value in exclusions:
-            continue
-        counts[r.task][0] += 1
-        counts[r.task][1] += int(r.accepted)
-    return {t: (n, c) for t, (n, c) in counts.items()}
-
-
-def _rate_per_task(per_task: dict[str, tuple[int, int]]) -> float | None:
-    """The acceptance rate as every other figure is: per task (accepted / trials in the denominator), then the
-    mean over tasks with at least one such trial (a task with many trials weighs no more than one with few)."""
-    rates = [c / n for n, c in per_task.values() if n]
-    return sum(rates) / len(rates) if rates else None
-
-
 def _metric(metric: str, k: int, per_task: dict[str, tuple[int, int]], cluster_of: dict[str, str],
             confidence: float, seed: int) -> dict[str, Any]:
-    values = {t: _task_metric(metric, n, c, k) for t, (n, c) in per_task.items()}
+    values = {t: task_metric(metric, n, c, k) for t, (n, c) in per_task.items()}
     defined = {t: v for t, v in values.items() if v is not None}
     if not defined:
         return {"value": None, "interval": None, "reason": f"fewer than {k} trial(s) on every task"}
@@ -74,12 +49,12 @@ def _candidate(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str],
     a = m.analysis
     exclusions = set(a.exclusions)
     kept = [r for r in rows if r.outcome.value not in exclusions]
-    per_task = _per_task(rows, exclusions)
+    per_task = per_task_counts(rows, exclusions)
     accepted = [r for r in kept if r.accepted]
     failed = [r for r in kept if not r.accepted]
     out: dict[str, Any] = {
         "n_trials": len(rows), "n_trials_in_denominator": len(kept), "n_accepted": len(accepted),
-        "acceptance_rate": _rate_per_task(per_task),
+        "acceptance_rate": rate_per_task(per_task),
         "acceptance_rate_pooled": len(accepted) / len(kept) if kept else None,
         "acceptance_rate_pooled_all_trials": len(accepted) / len(rows) if rows else None,
         "excluded": dict(sorted(_count(r.outcome.value for r in rows if r.outcome.value in exclusions).items())),
@@ -89,7 +64,7 @@ def _candidate(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str],
     for metric in ("pass_at_k", "pass_hat_k"):
         out[metric] = {str(k): _metric(metric, k, per_task, cluster_of, a.confidence, m.experiment.seed) for k in a.k}
     out["per_task"] = {t: {"trials": n, "accepted": c,  # the values the means above are taken over
-                           **{metric: {str(k): _task_metric(metric, n, c, k) for k in a.k}
+                           **{metric: {str(k): task_metric(metric, n, c, k) for k in a.k}
                               for metric in ("pass_at_k", "pass_hat_k")}}
                        for t, (n, c) in sorted(per_task.items())}
     tasks = sorted(per_task)
@@ -129,7 +104,7 @@ def _candidate(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str],
         if sub:
             sub_tasks = {t: v for t, v in per_task.items() if difficulty.get(t) == level}
             out["by_difficulty"][level] = {
-                "n_trials": len(sub), "acceptance_rate": _rate_per_task({t: per_task[t] for t in {r.task for r in sub}}),
+                "n_trials": len(sub), "acceptance_rate": rate_per_task({t: per_task[t] for t in {r.task for r in sub}}),
                 **{f"{metric}@{a.k[0]}": _metric(metric, a.k[0], sub_tasks, cluster_of, a.confidence, m.experiment.seed)
                    for metric in ("pass_at_k", "pass_hat_k")}}
     return out
@@ -140,12 +115,6 @@ def _count(items) -> dict[str, int]:
     for i in items:
         c[i] += 1
     return c
-
-
-def _per_task_values(rows: list[TrialResult], m: Manifest) -> dict[str, float]:
-    metric, k = m.analysis.primary_metric, m.analysis.k[0]
-    per_task = _per_task(rows, set(m.analysis.exclusions))
-    return {t: v for t, (n, c) in per_task.items() if (v := _task_metric(metric, n, c, k)) is not None}
 
 
 def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], cluster: dict[str, str],
@@ -182,7 +151,7 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
         "comparisons": [], "trials": [_trial(r, m, costs[r.id]) for r in rows]}
     report["warnings"] += _node_warnings(report["nodes"])
     _compare(report, by_cand, m, cluster_of)
-    report["ablations"] = [_ablation(c, m.baseline, by_cand, m, cluster_of) for c in m.candidates if c.ablation_of]
+    report["ablations"] = [ablation(c, m.baseline, by_cand, m, cluster_of) for c in m.candidates if c.ablation_of]
     report["warnings"] += _cost_warnings(report, m, repriced)
     report["adoption"] = adoption(report, by_cand, m, cluster_of) if rows else {"decision": "NONE", "reasons": ["no trial"]}
     return report
@@ -213,11 +182,11 @@ def _compare(report: dict[str, Any], by_cand: dict[str, list[TrialResult]], m: M
              cluster_of: dict[str, str]) -> None:
     """Each candidate against the baseline, paired per task, on the tasks both have the trials the metric needs."""
     baseline = m.baseline
-    base = _per_task_values(by_cand[baseline], m)
+    base = per_task_values(by_cand[baseline], m)
     for c in m.candidates:
         if c.name == baseline:
             continue
-        cand = _per_task_values(by_cand[c.name], m)
+        cand = per_task_values(by_cand[c.name], m)
         tasks = sorted(set(base) & set(cand))  # only tasks where both have the trials the metric needs
         diff = paired_difference([cand[t] for t in tasks], [base[t] for t in tasks], [cluster_of[t] for t in tasks],
                                  m.analysis.confidence, seed=m.experiment.seed)
@@ -251,33 +220,6 @@ def _cost_warnings(report: dict[str, Any], m: Manifest, repriced: bool) -> list[
             out.append(
                 f"{name}: the CPU time and memory-time of {c['cost']['unmeasured_attempts']} container run(s) could not "
                 "be measured (a node lost, or neither the cgroup nor the engine answered): counted as $0")
-    return out
-
-
-def _ablation(c, baseline: str, by_cand: dict[str, list[TrialResult]], m: Manifest, cluster_of: dict[str, str]) -> dict[str, Any]:
-    """How much of the full design's improvement over the baseline persists without one component, on the tasks
-    all three have the trials the primary metric needs: the full design's improvement (F − B), the ablation's
-    (A − B), what the component adds (F − A), all paired per task, and the share (A − B) / (F − B) with
-    Fieller's interval."""
-    values = {n: _per_task_values(by_cand[n], m) for n in (baseline, c.ablation_of, c.name)}
-    b, f, a = values[baseline], values[c.ablation_of], values[c.name]
-    tasks = sorted(set(b) & set(f) & set(a))
-    clusters = [cluster_of[t] for t in tasks]
-    conf, seed = m.analysis.confidence, m.experiment.seed
-    out: dict[str, Any] = {"candidate": c.name, "full": c.ablation_of, "without": c.without, "baseline": baseline,
-                           "metric": f"{m.analysis.primary_metric}@{m.analysis.k[0]}", "paired_tasks": len(tasks),
-                           "tasks_left_out": sorted(set(cluster_of) - set(tasks))}
-    if not tasks:
-        none = {"value": None, "interval": None, "reason": "no task on which all three have the trials the metric needs"}
-        return out | {"full_improvement": none, "ablated_improvement": none, "component_adds": none, "share_persisting": none}
-    fb, ab = [f[t] - b[t] for t in tasks], [a[t] - b[t] for t in tasks]
-    out["full_improvement"] = paired_difference([f[t] for t in tasks], [b[t] for t in tasks], clusters, conf, seed=seed).to_dict()
-    out["ablated_improvement"] = paired_difference([a[t] for t in tasks], [b[t] for t in tasks], clusters, conf, seed=seed).to_dict()
-    out["component_adds"] = paired_difference([f[t] for t in tasks], [a[t] for t in tasks], clusters, conf, seed=seed).to_dict()
-    share = share_interval(ab, fb, clusters, conf)
-    out["share_persisting"] = share.to_dict() if share.value is not None and sum(fb) > 0 else {
-        "value": None, "interval": None,
-        "reason": "the full design did not improve on the baseline on these tasks: there is no improvement to share"}
     return out
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.grading.verdict import infra_verdict
-from orchestrator.job import _run_queue, _resumed, _retry_of, charged
+from orchestrator.attempts import charged, resumed, retry_of
+from orchestrator.job import _run_queue
 from orchestrator.placement import nodes_section
 from orchestrator.result import TrialResult
 from orchestrator.store import RunPaths, Store
@@ -164,14 +165,14 @@ def test_resume_turns_a_recorded_infrastructure_failure_into_its_retry(tmp_path)
     folder = paths.trial(s.trial_id, 1)
     folder.mkdir(parents=True)
     (folder / "verdict.json").write_text(json.dumps(lost(s).to_dict()))
-    assert _resumed(s, paths).attempt == 1  # an infrastructure record alone (say, left by Ctrl-C) owes nothing
+    assert resumed(s, paths).attempt == 1  # an infrastructure record alone (say, left by Ctrl-C) owes nothing
     paths.attempt(s.trial_id, 1).retry_owed.write_text(json.dumps(lost(s).to_dict()))
-    again = _resumed(s, paths)
+    again = resumed(s, paths)
     assert again.attempt == 2 and again.retries == 1
     assert again.previous_attempts[0].kind == "node_lost" and again.previous_attempts[0].cost_usd is None
-    assert _resumed(spec(1), paths).attempt == 1  # nothing recorded for it: a fresh first attempt
+    assert resumed(spec(1), paths).attempt == 1  # nothing recorded for it: a fresh first attempt
     paths.attempt(s.trial_id, 1).retry_owed.write_text(json.dumps(accepted(s).to_dict()))
-    assert _resumed(s, paths).attempt == 1
+    assert resumed(s, paths).attempt == 1
 
 
 def test_one_node_name_on_two_machines_is_reported(tmp_path):
@@ -208,7 +209,7 @@ def test_a_record_from_before_attempt_costs_keeps_its_cost():
     old = accepted(spec(0), cost=0.42).to_dict()
     del old["attempt_cost_usd"]
     old["verdict"] = infra_verdict("sandbox", "x").to_dict()
-    again = _retry_of(spec(0), TrialResult.from_dict(old))
+    again = retry_of(spec(0), TrialResult.from_dict(old))
     assert again.prior_cost_usd == 0.42 and again.previous_attempts[0].cost_usd == 0.42
 
 
@@ -244,7 +245,7 @@ def test_an_owed_retry_record_that_is_not_an_infrastructure_failure_owes_nothing
     owed.folder.mkdir(parents=True)
     for doc in ({}, [], {"attempt": 1}, {"attempt": 1, "verdict": "infra_error"}, {"attempt": 2, "verdict": {"outcome": "infra_error"}}):
         owed.retry_owed.write_text(json.dumps(doc))
-        assert _resumed(s, paths) == s, doc
+        assert resumed(s, paths) == s, doc
 
 
 def test_an_agent_asking_for_another_model_stops_the_run_as_a_configuration_error(store):
