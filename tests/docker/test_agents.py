@@ -237,48 +237,62 @@ def test_command_agent_budget_cut_off(project, server, client, python_image, tmp
     assert len(server.requests[key]) == 2  # the third request never reached the model
 
 
-def mini_candidate():
-    """mini-swe-agent by its preset: its own command line, as its users run it (quiet settings in its layer)."""
-    from orchestrator.agents.presets import with_preset
+SLUG_FIX = ("python3 - <<'EOF'\nfrom pathlib import Path\np = Path('textkit/slug.py')\n"
+            "s = p.read_text().replace('import re\\n', 'import re\\nimport unicodedata\\n', 1)\n"
+            "s = s.replace('    words = _NON_WORD.split(text.lower())', \"    text = unicodedata.normalize('NFKD', "
+            "text).encode('ascii', 'ignore').decode()\\n    words = _NON_WORD.split(text.lower())\", 1)\n"
+            "p.write_text(s)\nEOF")
+"""The textkit-slug-unicode fix as one shell command, for the agents whose model is scripted to run it."""
 
-    return with_preset(CommandCandidate(name="mini", agent="command", preset="mini-swe-agent",
-                                        model_snapshot="scripted-model-1"))
 
-
-@pytest.fixture(scope="module")
-def mini_swe_agent(client, python_image, repo_root):
-    """The mini-swe-agent preset's layer (a pinned, hash-checked install from PyPI) on the python environment,
-    built once (about a minute; cached by content after that)."""
+def preset_layer(client, python_image: str, name: str) -> str:
+    """A preset's agent layer on the python environment, built when missing (cached by content after that)."""
     from orchestrator.agentlayers import agent_layer
     from orchestrator.agents.presets import preset_folder
     from orchestrator.settings import load_settings
 
-    return agent_layer(client, preset_folder("mini-swe-agent"), python_image, load_settings()).image_id
+    return agent_layer(client, preset_folder(name), python_image, load_settings()).image_id
+
+
+def preset_trial(project, client, layer: str, grader_image: str, tmp_path, candidate, deadline: float, env):
+    """One trial of a preset candidate on textkit-slug-unicode, run from its layer and graded from the
+    environment; returns its result and its events."""
+    loaded, tasks = project
+    environment = loaded.manifest.environment.model_copy(update={"network_policy": "model-api-only"})
+    spec = TrialSpec(f"textkit-slug-unicode/{candidate.name}/0", candidate.name, tasks["textkit-slug-unicode"],
+                     candidate, 0, layer, environment, BudgetLimits(deadline_seconds=deadline),
+                     grader_image_id=grader_image)
+    paths = RunPaths(tmp_path / "run")
+    result = run_trial(spec, loaded, docker_host(client), paths, env=env)
+    return result, read_events(paths.attempt(spec.trial_id, 1).events)
+
+
+def preset_candidate(name: str):
+    """An agent by its preset: its own command line, as its users run it (its quiet settings in its layer)."""
+    from orchestrator.agents.presets import with_preset
+
+    return with_preset(CommandCandidate(name=name, agent="command", preset=name, model_snapshot="scripted-model-1"))
+
+
+@pytest.fixture(scope="module")
+def mini_swe_agent(client, python_image):
+    """The mini-swe-agent preset's layer (a pinned, hash-checked install from PyPI) on the python environment,
+    built once (about a minute; cached by content after that)."""
+    return preset_layer(client, python_image, "mini-swe-agent")
 
 
 @pytest.mark.agents
 def test_mini_swe_agent_from_pypi_runs_unmodified_behind_the_proxy(project, server, client, mini_swe_agent,
                                                                     python_image, tmp_path):
-    loaded, tasks = project
-    task = tasks["textkit-slug-unicode"]
     key = "k-mini-swe-agent"
     server.add_script(key, [
         _bash("grep -n 'def slugify' -A6 textkit/slug.py"),
-        _bash("python3 - <<'EOF'\nfrom pathlib import Path\np = Path('textkit/slug.py')\n"
-              "s = p.read_text().replace('import re\\n', 'import re\\nimport unicodedata\\n', 1)\n"
-              "s = s.replace('    words = _NON_WORD.split(text.lower())', \"    text = unicodedata.normalize('NFKD', "
-              "text).encode('ascii', 'ignore').decode()\\n    words = _NON_WORD.split(text.lower())\", 1)\n"
-              "p.write_text(s)\nEOF"),
+        _bash(SLUG_FIX),
         _bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
     ])
-    cand = mini_candidate()
-    env = loaded.manifest.environment.model_copy(update={"network_policy": "model-api-only"})
-    spec = TrialSpec("textkit-slug-unicode/mini/0", "mini-swe-agent", task, cand, 0, mini_swe_agent, env,
-                     BudgetLimits(deadline_seconds=240), grader_image_id=python_image)
-    paths = RunPaths(tmp_path / "run")
-    result = run_trial(spec, loaded, docker_host(client), paths, env={"ANTHROPIC_API_KEY": key,
-                                                                       "ANTHROPIC_BASE_URL": server.url})
-    events = read_events(paths.attempt(spec.trial_id, 1).events)
+    cand = preset_candidate("mini-swe-agent")
+    result, events = preset_trial(project, client, mini_swe_agent, python_image, tmp_path, cand, 240,
+                                  {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": server.url})
     assert result.accepted, (result.verdict, [e for e in events if e["kind"] == "agent_command"])
     assert result.agent.stop_reason is StopReason.SUBMITTED and result.changed_paths == ("textkit/slug.py",)
     assert (result.image_id, result.grader_image_id) == (mini_swe_agent, python_image)  # graded without the agent
@@ -297,7 +311,7 @@ def test_mini_swe_agent_is_cut_off_by_the_budget(project, server, client, mini_s
     server.add_script(key, [dict(_bash("echo one"), usage={"input_tokens": 700, "output_tokens": 10}),
                             dict(_bash("echo two"), usage={"input_tokens": 700, "output_tokens": 10}),
                             _bash("echo three"), _bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")])
-    cand = mini_candidate()
+    cand = preset_candidate("mini-swe-agent")
     agent = make_agent(cand, task, loaded, env={"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": server.url})
     result, events, _ = run(agent, task, client, mini_swe_agent, tmp_path,
                             BudgetLimits(deadline_seconds=240, max_total_tokens=1000))
@@ -305,42 +319,20 @@ def test_mini_swe_agent_is_cut_off_by_the_budget(project, server, client, mini_s
     assert len([e for e in events if e["kind"] == "model_call"]) == 2 and len(server.requests[key]) == 2
 
 
-def preset_candidate(name: str):
-    from orchestrator.agents.presets import with_preset
-
-    return with_preset(CommandCandidate(name=name, agent="command", preset=name, model_snapshot="scripted-model-1"))
-
-
 @pytest.fixture(scope="module")
 def claude_code(client, python_image):
     """The claude-code preset's layer (npm, integrity-checked) on the python environment, built once."""
-    from orchestrator.agentlayers import agent_layer
-    from orchestrator.agents.presets import preset_folder
-    from orchestrator.settings import load_settings
-
-    return agent_layer(client, preset_folder("claude-code"), python_image, load_settings()).image_id
+    return preset_layer(client, python_image, "claude-code")
 
 
 @pytest.mark.agents
 def test_claude_code_runs_unmodified_behind_the_proxy(project, server, client, claude_code, python_image, tmp_path):
-    loaded, tasks = project
-    task = tasks["textkit-slug-unicode"]
     key = "k-claude-code"
-    fix = ("python3 - <<'EOF'\nfrom pathlib import Path\np = Path('textkit/slug.py')\n"
-           "s = p.read_text().replace('import re\\n', 'import re\\nimport unicodedata\\n', 1)\n"
-           "s = s.replace('    words = _NON_WORD.split(text.lower())', \"    text = unicodedata.normalize('NFKD', "
-           "text).encode('ascii', 'ignore').decode()\\n    words = _NON_WORD.split(text.lower())\", 1)\n"
-           "p.write_text(s)\nEOF")
-    server.add_script(key, [{"content": [{"type": "tool_use", "name": "Bash", "input": {"command": fix}}]},
+    server.add_script(key, [{"content": [{"type": "tool_use", "name": "Bash", "input": {"command": SLUG_FIX}}]},
                             {"content": [{"type": "text", "text": "Fixed the slug for accented text."}]}] * 4)
     cand = preset_candidate("claude-code")
-    env = loaded.manifest.environment.model_copy(update={"network_policy": "model-api-only"})
-    spec = TrialSpec("textkit-slug-unicode/claude-code/0", "claude-code", task, cand, 0, claude_code, env,
-                     BudgetLimits(deadline_seconds=300), grader_image_id=python_image)
-    paths = RunPaths(tmp_path / "run")
-    result = run_trial(spec, loaded, docker_host(client), paths, env={"ANTHROPIC_API_KEY": key,
-                                                                       "ANTHROPIC_BASE_URL": server.url})
-    events = read_events(paths.attempt(spec.trial_id, 1).events)
+    result, events = preset_trial(project, client, claude_code, python_image, tmp_path, cand, 300,
+                                  {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": server.url})
     said = [e for e in events if e["kind"] in ("agent_command", "proxy_refused", "model_refused", "proxy_probe")]
     assert result.accepted, (result.verdict.reasons, said)
     assert [e["tool"] for e in events if e["kind"] == "model_tool_use"][:1] == ["Bash"]
@@ -350,34 +342,18 @@ def test_claude_code_runs_unmodified_behind_the_proxy(project, server, client, c
 @pytest.fixture(scope="module")
 def codex(client, python_image):
     """The codex preset's layer (its static Linux build from npm, integrity-checked) on the python environment."""
-    from orchestrator.agentlayers import agent_layer
-    from orchestrator.agents.presets import preset_folder
-    from orchestrator.settings import load_settings
-
-    return agent_layer(client, preset_folder("codex"), python_image, load_settings()).image_id
+    return preset_layer(client, python_image, "codex")
 
 
 @pytest.mark.agents
 def test_codex_runs_unmodified_behind_the_proxy_on_the_openai_api(project, server, client, codex, python_image,
                                                                    tmp_path):
-    loaded, tasks = project
-    task = tasks["textkit-slug-unicode"]
     key = "k-codex"
-    fix = ("python3 - <<'EOF'\nfrom pathlib import Path\np = Path('textkit/slug.py')\n"
-           "s = p.read_text().replace('import re\\n', 'import re\\nimport unicodedata\\n', 1)\n"
-           "s = s.replace('    words = _NON_WORD.split(text.lower())', \"    text = unicodedata.normalize('NFKD', "
-           "text).encode('ascii', 'ignore').decode()\\n    words = _NON_WORD.split(text.lower())\", 1)\n"
-           "p.write_text(s)\nEOF")
-    server.add_script(key, [{"content": [{"type": "tool_use", "name": "exec_command", "input": {"cmd": fix}}]},
+    server.add_script(key, [{"content": [{"type": "tool_use", "name": "exec_command", "input": {"cmd": SLUG_FIX}}]},
                             {"content": [{"type": "text", "text": "Fixed the slug for accented text."}]}] * 4)
     cand = preset_candidate("codex")
-    env = loaded.manifest.environment.model_copy(update={"network_policy": "model-api-only"})
-    spec = TrialSpec("textkit-slug-unicode/codex/0", "codex", task, cand, 0, codex, env,
-                     BudgetLimits(deadline_seconds=90), grader_image_id=python_image)
-    paths = RunPaths(tmp_path / "run")
-    result = run_trial(spec, loaded, docker_host(client), paths, env={"OPENAI_API_KEY": key,
-                                                                       "OPENAI_BASE_URL": server.url})
-    events = read_events(paths.attempt(spec.trial_id, 1).events)
+    result, events = preset_trial(project, client, codex, python_image, tmp_path, cand, 90,
+                                  {"OPENAI_API_KEY": key, "OPENAI_BASE_URL": server.url})
     said = [e for e in events if e["kind"] in ("agent_command", "proxy_refused", "model_refused", "proxy_probe")]
     assert result.accepted, (result.verdict.reasons, said)
     assert [e["tool"] for e in events if e["kind"] == "model_tool_use"][:1] == ["exec_command"]
@@ -387,11 +363,7 @@ def test_codex_runs_unmodified_behind_the_proxy_on_the_openai_api(project, serve
 @pytest.fixture(scope="module")
 def aider(client, python_image):
     """The aider preset's layer (a pinned, hash-checked install from PyPI) on the python environment."""
-    from orchestrator.agentlayers import agent_layer
-    from orchestrator.agents.presets import preset_folder
-    from orchestrator.settings import load_settings
-
-    return agent_layer(client, preset_folder("aider"), python_image, load_settings()).image_id
+    return preset_layer(client, python_image, "aider")
 
 
 AIDER_EDIT = """I will make slugify transliterate accented letters.
@@ -421,20 +393,13 @@ textkit/slug.py
 @pytest.mark.agents
 def test_aider_runs_unmodified_behind_the_proxy_and_its_files_are_its_own(project, server, client, aider,
                                                                          python_image, tmp_path):
-    loaded, tasks = project
-    task = tasks["textkit-slug-unicode"]
     key = "k-aider"
     server.add_script(key, [{"content": [{"type": "text", "text": "Please add textkit/slug.py to the chat."}]},
                             {"content": [{"type": "text", "text": AIDER_EDIT}]}]
                       + [{"content": [{"type": "text", "text": "Done."}]}] * 4)
     cand = preset_candidate("aider")
-    env = loaded.manifest.environment.model_copy(update={"network_policy": "model-api-only"})
-    spec = TrialSpec("textkit-slug-unicode/aider/0", "aider", task, cand, 0, aider, env,
-                     BudgetLimits(deadline_seconds=240), grader_image_id=python_image)
-    paths = RunPaths(tmp_path / "run")
-    result = run_trial(spec, loaded, docker_host(client), paths, env={"ANTHROPIC_API_KEY": key,
-                                                                       "ANTHROPIC_BASE_URL": server.url})
-    events = read_events(paths.attempt(spec.trial_id, 1).events)
+    result, events = preset_trial(project, client, aider, python_image, tmp_path, cand, 240,
+                                  {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": server.url})
     said = [e for e in events if e["kind"] in ("agent_command", "proxy_refused", "model_refused", "proxy_probe")]
     assert result.accepted, (result.verdict.reasons, said)
     owned = next(c for c in result.verdict.criteria if c.name == "agent_owned_paths")
