@@ -91,10 +91,9 @@ def trial_specs(loaded: LoadedManifest, tasks: list[Task], lock: dict[str, Any],
         layer = (lock.get("agent_images") or {}).get(candidate, {}).get(task.image_key)
         return (layer["image_id"], environment) if layer else (environment, None)
 
-    return [TrialSpec(p.trial_id, run_id, by_task[p.task], by_name[p.candidate], p.replicate,
-                      image(by_task[p.task], p.candidate)[0], m.environment, limits, block=p.block,
-                      grader_image_id=image(by_task[p.task], p.candidate)[1])
-            for p in planned]
+    return [TrialSpec(p.trial_id, run_id, by_task[p.task], by_name[p.candidate], p.replicate, agent_image,
+                      m.environment, limits, block=p.block, grader_image_id=grader_image)
+            for p in planned for agent_image, grader_image in [image(by_task[p.task], p.candidate)]]
 
 
 MODEL_AGENTS = ("claude", "command")

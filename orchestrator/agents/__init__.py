@@ -24,20 +24,21 @@ __all__ = ["Agent", "AgentContext", "AgentResult", "AgentStop", "Budget", "Budge
            "make_agent", "run_agent", "api_key_from"]
 
 
-def api_key_from(env: Mapping[str, str]) -> str:
-    key = env.get("ANTHROPIC_API_KEY", "").strip()
+def _key_from(env: Mapping[str, str], api: str, who: str) -> str:
+    """The real API key of ``api`` (``ANTHROPIC`` or ``OPENAI``) from ``env``; ``ConfigError`` when unset."""
+    key = env.get(f"{api}_API_KEY", "").strip()
     if not key:
-        raise ConfigError("ANTHROPIC_API_KEY is not set: the claude and command agents need it "
-                          "(for the offline demo, point ANTHROPIC_BASE_URL at `trialbox model-server`)")
+        raise ConfigError(f"{api}_API_KEY is not set: {who} need it (for the offline demo, point {api}_BASE_URL "
+                          "at `trialbox model-server`)")
     return key
+
+
+def api_key_from(env: Mapping[str, str]) -> str:
+    return _key_from(env, "ANTHROPIC", "the claude and command agents")
 
 
 def openai_key_from(env: Mapping[str, str]) -> str:
-    key = env.get("OPENAI_API_KEY", "").strip()
-    if not key:
-        raise ConfigError("OPENAI_API_KEY is not set: a command agent with api: openai needs it (for the offline "
-                          "demo, point OPENAI_BASE_URL at `trialbox model-server`)")
-    return key
+    return _key_from(env, "OPENAI", "command agents with api: openai")
 
 
 def make_agent(candidate, task: Task, loaded: LoadedManifest, env: Mapping[str, str] | None = None) -> Agent:

@@ -206,7 +206,7 @@ class ModelProxy(ProxyReplies):
         with self._lock:
             self.in_flight += 1
         try:
-            self._relay(h, url, body, started, t0)
+            self._relay(h, url, body, request, started, t0)
         finally:
             with self._lock:
                 self.in_flight -= 1
@@ -217,7 +217,8 @@ class ModelProxy(ProxyReplies):
         while self.in_flight and time.monotonic() < deadline:
             time.sleep(0.05)
 
-    def _relay(self, h: BaseHTTPRequestHandler, url: httpx.URL, body: bytes, started: str, t0: float) -> None:
+    def _relay(self, h: BaseHTTPRequestHandler, url: httpx.URL, body: bytes, request: dict[str, Any], started: str,
+               t0: float) -> None:
         headers = {k: h.headers[k] for k in PASS_HEADERS if h.headers.get(k)}
         if self.api == "openai":
             headers["authorization"] = f"Bearer {self.real_key}"
@@ -250,15 +251,12 @@ class ModelProxy(ProxyReplies):
             except OSError:
                 pass
         finally:
-            self._record(body, bytes(received), status, request_id, started, t0, url.path)
+            self._record(request, bytes(received), status, request_id, started, t0, url.path)
 
-    def _record(self, body: bytes, received: bytes, status: int, request_id: str | None, started: str, t0: float,
-                path: str) -> None:
+    def _record(self, request: dict[str, Any], received: bytes, status: int, request_id: str | None, started: str,
+                t0: float, path: str) -> None:
+        """Record one relayed call (``request``: its body as parsed once, in ``_handle``)."""
         counting = path.endswith(COUNT_TOKENS)
-        try:
-            request = json.loads(body or b"{}")
-        except ValueError:
-            request = {}
         if status != 200:
             self.events.append("model_retry", status=status, attempt=None, wait_s=None, request_id=request_id)
             return
