@@ -133,18 +133,15 @@ def _tag(key: str, recipe: str) -> str:
     return f"trialbox/{name}:{recipe[:16]}"
 
 
-def _find(client: docker.DockerClient, tag: str) -> docker.models.images.Image | None:
+def find_image(client: docker.DockerClient, tag: str) -> docker.models.images.Image | None:
     try:
         return client.images.get(tag)
     except docker.errors.ImageNotFound:
         return None
 
 
-def _record(name: str, tag: str, recipe: str, image) -> ImageRecord:
+def image_record(name: str, tag: str, recipe: str, image) -> ImageRecord:
     return ImageRecord(name, tag, image.id, recipe, list(image.attrs.get("RepoDigests") or []))
-
-
-find_image, image_record = _find, _record  # for the agent layers (``agentlayers``), which build the same way
 
 
 def build_layer(client: docker.DockerClient, recipe: Recipe, recipe_sha256: str, tag: str, base_id: str,
@@ -160,12 +157,12 @@ def resolve_recipe(client: docker.DockerClient, images_dir: Path, recipe: Recipe
         h = recipe_hash(r, parent_id)
         tag = _tag(r.key, h)
         with docker_errors():
-            image = _find(client, tag)
+            image = find_image(client, tag)
         if image is None:
             raise ImageNotFound(f"image {r.key!r} for its current recipe ({tag}) is not built: "
                                 f"run `trialbox images build --manifest MANIFEST`", image=tag)
         parent_id = image.id
-    return _record(recipe.key, tag, h, image)
+    return image_record(recipe.key, tag, h, image)
 
 
 def resolve_image(client: docker.DockerClient, images_dir: Path, name: str) -> ImageRecord:
@@ -247,7 +244,7 @@ def build_recipe(client: docker.DockerClient, images_dir: Path, recipe: Recipe, 
         h = recipe_hash(r, parent_id)
         tag = _tag(r.key, h)
         with docker_errors():
-            image = _find(client, tag)
+            image = find_image(client, tag)
         if image is None:
             if say is not None:
                 say(f"building {r.key} ({tag})")
@@ -260,7 +257,7 @@ def build_recipe(client: docker.DockerClient, images_dir: Path, recipe: Recipe, 
             log.info("built", image=r.key, tag=tag, image_id=image.id)
         else:
             log.info("up to date", image=r.key, tag=tag, image_id=image.id)
-        record = built[r.key] = _record(r.key, tag, h, image)
+        record = built[r.key] = image_record(r.key, tag, h, image)
         parent_id = image.id
     assert record is not None
     return record
