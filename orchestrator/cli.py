@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .commands import (cmd_calibrate, cmd_export, cmd_import_swebench, cmd_regrade, cmd_report, cmd_reproduce, cmd_run,
+from .commands import (cmd_calibrate, cmd_export, cmd_import_harbor, cmd_import_swebench, cmd_regrade, cmd_report, cmd_reproduce, cmd_run,
                        cmd_show, cmd_tasks_check, connect_engine, echo, err, load_all, say)
 from .errors import TrialboxError, ValidationFailed
 
@@ -261,6 +261,16 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", required=True, help="folder for the task folders")
     t.add_argument("--graders", help="folder for the grader folders (default: beside --out, named graders)")
     t.set_defaults(func=cmd_import_swebench)
+
+    t = tsub.add_parser("import-harbor", help="Harbor task folders to task and grader folders")
+    t.add_argument("dirs", nargs="+", metavar="DIR", help="a Harbor task folder (holding task.toml) or a folder of them")
+    t.add_argument("--out", required=True, help="folder for the task folders")
+    t.add_argument("--graders", help="folder for the grader folders (default: beside --out, named graders)")
+    t.add_argument("--images", help="the task set's recipes (default: beside --out, named images)")
+    t.add_argument("--base-image", action="append", default=[], metavar="IMAGE=RECIPE",
+                   help="build on this trialbox recipe where the Dockerfile says FROM IMAGE (repeatable)")
+    t.add_argument("--force", action="store_true", help="replace task and grader folders that exist")
+    t.set_defaults(func=cmd_import_harbor)
 
     p = sub.add_parser("verify-events", help="check a trial's event log: edited, removed or inserted lines")
     p.add_argument("file")

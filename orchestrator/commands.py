@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from .errors import ConfigError
 from .textsafe import printable, printable_lines
 
 
@@ -221,3 +222,43 @@ def cmd_import_swebench(args: argparse.Namespace) -> int:
            f"{', '.join(result.written)}")
     echo("next: `trialbox images build --manifest M` and `trialbox tasks check M` with a manifest selecting them")
     return 0
+
+
+def cmd_import_harbor(args: argparse.Namespace) -> int:
+    """Harbor task folders to task and grader folders: one line per task, one per refusal; exit 1 if any."""
+    from .harbor import import_task, task_folders
+    from .settings import load_settings
+
+    tasks_out = Path(args.out)
+    graders_out = Path(args.graders) if args.graders else tasks_out.parent / "graders"
+    images_dir = Path(args.images) if args.images else tasks_out.parent / "images"
+    base_images = {}
+    for item in args.base_image:
+        name, sep, recipe = item.partition("=")
+        if not sep or not name or not recipe:
+            raise ConfigError(f"--base-image: expected IMAGE=RECIPE (e.g. python:3.11-slim=python), got {item!r}")
+        if not (images_dir / recipe).is_dir():
+            raise ConfigError(f"--base-image {item}: no recipe {recipe!r} under {images_dir}")
+        base_images[name] = recipe
+    sources = task_folders([Path(d) for d in args.dirs])
+    if not sources:
+        raise ConfigError(f"no Harbor task folder (holding task.toml) in {', '.join(args.dirs)}")
+    client = connect_engine()
+    written, refused = [], 0
+    for source in sources:
+        r = import_task(source, tasks_out, graders_out, images_dir, client, load_settings(), base_images,
+                        force=args.force)
+        if r.refusals:
+            refused += 1
+            for refusal in r.refusals:
+                err(f"refused {refusal}")
+            continue
+        written.append(r.task_id)
+        echo(f"imported {r.task_id} (workspace {r.workdir})")
+        for note in r.notes:
+            echo(f"  note: {note}")
+    echo(f"imported {len(written)} of {len(sources)} Harbor task(s): task folders in {tasks_out.absolute()}, held-out "
+         f"grader folders in {graders_out.absolute()}" + (f"; {refused} refused" if refused else ""))
+    if written:
+        echo("next: `trialbox tasks check M` with a manifest selecting them")
+    return 1 if refused else 0

@@ -55,9 +55,34 @@ def _did_not_execute(run: TestRun, nodes: list[str]) -> bool:
                for i, code in enumerate(run.exit_codes))
 
 
+def untouched_script_problems(task: Task, runs: list[TestRun]) -> list[str]:
+    """A script grader on the untouched repository: it must write a valid reward, and not an accepted one."""
+    a = task.grader.acceptance
+    out = []
+    for i, run in enumerate(runs, 1):
+        tail = run.log_tail[-300:].strip()
+        if run.timed_out:
+            out.append(f"untouched repository (run {i}): the test script timed out: {tail}")
+        elif run.reward is None:
+            out.append(f"untouched repository (run {i}): the test script wrote no valid reward "
+                       f"({run.reward_note or 'see the integrity problems'}; exit {run.exit_code}): {tail}")
+        elif run.reward.get(a.metric, float("-inf")) >= a.at_least:
+            out.append(f"untouched repository (run {i}): the reward {run.reward} is already accepted "
+                       f"({a.metric} ≥ {a.at_least:g}): the tests do not test the change")
+        out += [f"grader integrity on the untouched repository: {p}" for p in run.integrity]
+        if out:
+            return out
+    if runs[0].reward != runs[-1].reward:
+        out.append(f"flaky: the untouched repository's reward changed between identical runs "
+                   f"({runs[0].reward} then {runs[-1].reward})")
+    return out
+
+
 def untouched_problems(task: Task, runs: list[TestRun]) -> list[str]:
     """Problems on the untouched repository (with the test patch), the root cause first."""
     g = task.grader
+    if getattr(g, "kind", "pytest") == "script":
+        return untouched_script_problems(task, runs)
     run = runs[0]
     cause = root_cause(run)
     if _did_not_execute(run, g.fail_to_pass + g.pass_to_pass):

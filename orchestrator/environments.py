@@ -74,7 +74,8 @@ class EnvironmentSettings(Model):
     """``environment.yaml`` beside a recipe's Dockerfile or recipe.yaml (every field optional)."""
 
     from_: str | None = Field(default=None, alias="from")
-    """The recipe this one builds on (its image ID is the build argument ``BASE``); default ``base``."""
+    """The recipe this one builds on (its image ID is the build argument ``BASE``); default ``base``;
+    ``none``: the Dockerfile's own FROM names its base by image ID (an imported Harbor environment)."""
     env: dict[str, str] = {}
     """Environment variables of every sandbox and grader run in this environment."""
     python_path: list[str] = []

@@ -52,6 +52,8 @@ from .settings import Settings
 from .textsafe import printable
 
 BASE = "base"
+NO_PARENT = "none"
+"""``from: none``: a Dockerfile that pins its own base image by image ID (an imported Harbor environment)."""
 CA_FILE = "trialbox-build-ca.crt"
 log = get_logger("images")
 
@@ -82,6 +84,11 @@ class Recipe:
     def root(self) -> bool:
         return (self.folder / "recipe.yaml").is_file()
 
+    @property
+    def self_pinned(self) -> bool:
+        """A Dockerfile built on no recipe: its FROM names an image by ID."""
+        return self.parent is None and not self.root
+
 
 def is_recipe(folder: Path) -> bool:
     return (folder / "recipe.yaml").is_file() or (folder / "Dockerfile").is_file()
@@ -102,7 +109,7 @@ def load_recipe(key: str, folder: Path) -> Recipe:
         if settings.from_ is not None:
             raise ConfigError(f"{folder / 'environment.yaml'}: from: a recipe.yaml image is a root image, built on nothing")
         return Recipe(key, folder, None, settings)
-    return Recipe(key, folder, settings.from_ or BASE, settings)
+    return Recipe(key, folder, None if settings.from_ == NO_PARENT else settings.from_ or BASE, settings)
 
 
 def recipe_chain(images_dir: Path, recipe: Recipe) -> list[Recipe]:
@@ -239,7 +246,7 @@ def build_recipe(client: docker.DockerClient, images_dir: Path, recipe: Recipe, 
             record = built[r.key]
             parent_id = record.image_id
             continue
-        if not r.root and parent_id is None:
+        if not r.root and parent_id is None and not r.self_pinned:
             raise ImageBuildError(f"{r.key} builds on nothing that could be built", image=r.key)
         h = recipe_hash(r, parent_id)
         tag = _tag(r.key, h)

@@ -10,6 +10,8 @@ manifest or lock is refused.
 
 from __future__ import annotations
 
+import dataclasses
+
 import datetime as dt
 import json
 import shutil
@@ -92,8 +94,16 @@ def trial_specs(loaded: LoadedManifest, tasks: list[Task], lock: dict[str, Any],
         return (layer["image_id"], environment) if layer else (environment, None)
 
     return [TrialSpec(p.trial_id, run_id, by_task[p.task], by_name[p.candidate], p.replicate, agent_image,
-                      m.environment, limits, block=p.block, grader_image_id=grader_image)
+                      m.environment, task_limits(limits, by_task[p.task]), block=p.block, grader_image_id=grader_image)
             for p in planned for agent_image, grader_image in [image(by_task[p.task], p.candidate)]]
+
+
+def task_limits(limits: BudgetLimits, task: Task) -> BudgetLimits:
+    """The trial's budget: the manifest's, with the task's own deadline when it is shorter."""
+    own = task.config.deadline_seconds
+    if own is None or own >= limits.deadline_seconds:
+        return limits
+    return dataclasses.replace(limits, deadline_seconds=own)
 
 
 MODEL_AGENTS = ("claude", "command")

@@ -40,5 +40,5 @@ def prepare(task: Task, spec: SandboxSpec, with_canaries: bool = False) -> Prepa
     canaries = new_canaries() if with_canaries else None
     repo = materialize(task, load_settings().repos_dir)
     env = {**spec.env, **task.runtime.sandbox_env(), **(canaries.env() if canaries else {})}
-    resolved = dataclasses.replace(spec, workspace_seed=str(repo.tar_path), env=env)
+    resolved = dataclasses.replace(spec, workspace_seed=str(repo.tar_path), env=env, workdir=task.config.workdir)
     return Prepared(resolved, repo.tar_path, tree_from_tar(repo.tar_path), canaries)

@@ -35,6 +35,7 @@ not size it; its hard limits are the manifest's).
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import tarfile
 import tempfile
@@ -52,6 +53,7 @@ from .errors import GraderInfraError, ImageBuildError, TestPatchError, TrialboxE
 from .grading.tree import tree_from_tar
 from .grading.compose import compose
 from .grading.runner import GraderLimits, TestRun, run_tests
+from .grading.script import run_script
 from .grading.trusted import trusted_tests
 from .images import ImageRecord, build_recipe
 from .manifest import LoadedManifest, NopCandidate, OracleCandidate
@@ -135,18 +137,23 @@ def check_task(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: 
     repo_digests = {hashlib.sha256(v).digest() for v in original.files.values()}
     problems += [f"held-out {p} is in the repository" for p, v in held.items() if hashlib.sha256(v).digest() in repo_digests]
     try:
-        trusted_tests(task, original)
+        if task.grader.kind == "pytest":
+            trusted_tests(task, original)
     except TestPatchError as exc:
         return [f"the test patch does not apply to the untouched repository: {exc.message}"] + problems
     solution = task.grader_path(task.grader.solution) if task.grader.solution is not None else None
-    answer = distinctive_lines(solution.read_text(errors="replace")) if solution is not None and solution.is_file() else []
+    answer = distinctive_lines(solution.read_text(errors="replace")) \
+        if solution is not None and solution.is_file() and solution.suffix == ".patch" else []
     sandboxes = host.sandboxes
     problems += _image_leaks(sandboxes, image_id, held, answer)
     g = task.grader
     nodes = g.fail_to_pass + g.pass_to_pass
     limits = GraderLimits(memory_limit_mb=loaded.manifest.environment.memory_limit_mb)
-    runs = [run_tests(sandboxes, image_id, compose(original, original, task), task, nodes, limits, "tb-taskcheck")
-            for _ in range(2)]
+    if g.kind == "script":
+        runs = [run_script(sandboxes, image_id, original, task, limits, "tb-taskcheck") for _ in range(2)]
+    else:
+        runs = [run_tests(sandboxes, image_id, compose(original, original, task), task, nodes, limits,
+                          "tb-taskcheck") for _ in range(2)]
     before = untouched_problems(task, runs)
     if before:
         return before + problems
@@ -174,12 +181,19 @@ def _agents(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str
         if "/oracle/" in tid and not v["accepted"]:
             failing = [c for c in v["criteria"] if c["critical"] and not c["passed"]]
             detail = "; ".join(criterion_detail(c) for c in failing[:3])
-            tested = any(c["name"] in ("fail_to_pass", "pass_to_pass", "grader_integrity") for c in failing)
+            tested = any(c["name"] in ("fail_to_pass", "pass_to_pass", "grader_integrity", "reward") for c in failing)
             cause = log_cause(log_file, failing) if tested else None
             problems.append(f"the oracle was not accepted ({tid}: {v['outcome']} {v['reasons']})"
                             + (f": {cause}" if cause else "") + (f"; {detail}" if detail else ""))
         if "/nop/" in tid and v["accepted"]:
-            problems.append(f"nop was accepted ({tid}): the fail-to-pass tests do not test the change")
+            problems.append(f"nop was accepted ({tid}): the " + ("test script does not test the change"
+                            if g.kind == "script" else "fail-to-pass tests do not test the change"))
+    if g.kind == "script":
+        rewards = {tid: next((c["evidence"].get("metrics") for c in v["criteria"] if c["name"] == "reward"), None)
+                   for tid, (v, _) in verdicts.items() if "/oracle/" in tid}
+        if len({json.dumps(r, sort_keys=True) for r in rewards.values()}) > 1:
+            problems.append(f"flaky: the oracle's reward changed between identical runs ({rewards})")
+        return problems
     outcome_sets = [runs[0].outcomes, runs[1].outcomes] + [
         {k: val for c in verdict["criteria"] if c["name"] in ("fail_to_pass", "pass_to_pass")
          for k, val in c["evidence"]["outcomes"].items()} for tid, (verdict, _) in verdicts.items() if "/oracle/" in tid]

@@ -9,10 +9,11 @@ held-out file missing, scope paths or test ids that do not fit the task.
 from __future__ import annotations
 
 import fnmatch
+import posixpath
 import re
 from pathlib import Path
 
-from .environments import EnvironmentSettings, Runtime, check_settings, parse_test_command, resolve_runtime
+from .environments import WORKSPACE, EnvironmentSettings, Runtime, check_settings, parse_test_command, resolve_runtime
 from .errors import ConfigError, Problem, ValidationFailed
 from .images import Recipe, load_recipe, recipe_chain
 from .manifest import LoadedManifest, Model
@@ -51,14 +52,57 @@ def check_task_folder(c: TaskConfig, g: GraderConfig, folder: Path, grader_folde
     for i, pair in enumerate(c.constraints.order):
         if len(pair) != 2:
             out.append(Problem(tf, f"constraints.order[{i}]", f"expected a pair [a, b], got {pair!r}"))
-    if not g.fail_to_pass and not c.abstain_expected:
+    if g.kind == "pytest" and not g.fail_to_pass and not c.abstain_expected:
         out.append(Problem(gf, "fail_to_pass", "expected at least one test id (only tasks with abstain_expected may have none)"))
+    out += _placement_problems(c, g, tf, gf, grader_folder)
     for fld, message in check_settings(c.env, c.python_path, c.pytest_plugins):
         out.append(Problem(tf, fld, message))
     for field in ("tests", "test_patch", "solution", "rubric"):
         p = getattr(g, field)
         if p is not None and not (grader_folder / p).exists():
             out.append(Problem(gf, field, f"not found: {grader_folder / p}"))
+    return out
+
+
+# Paths a workspace or a grader folder must not be mounted on or under: the system, trialbox's own mounts.
+SYSTEM_PATHS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
+                "/sys", "/tmp", "/usr", "/var", "/home/agent", "/opt/trialbox-grader", "/trialbox")
+
+
+def _clash(a: str, b: str) -> bool:
+    return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
+
+
+def _placement_problems(c: TaskConfig, g: GraderConfig, tf: str, gf: str, grader_folder: Path) -> list[Problem]:
+    """The workspace and the script grader's folders: absolute, normal, apart from each other and the system."""
+    out = []
+    places = [(tf, "workdir", c.workdir)]
+    if g.kind == "script":
+        places += [(gf, "tests_mount", g.tests_mount), (gf, "reward_dir", g.reward_dir)]
+        if g.solution_is_script:
+            places.append((gf, "solution_mount", g.solution_mount))
+    for i, (file, fld, path) in enumerate(places):
+        if posixpath.normpath(path) != path or path == "/":
+            out.append(Problem(file, fld, f"expected a normalised absolute folder other than /, got {path!r}"))
+        elif any(_clash(path, sysp) for sysp in SYSTEM_PATHS):
+            out.append(Problem(file, fld, f"{path!r} is (or holds, or is inside) a system or trialbox folder "
+                                          f"({', '.join(SYSTEM_PATHS)})"))
+        else:
+            out += [Problem(file, fld, f"{path!r} overlaps {other_fld} ({other!r})")
+                    for _, other_fld, other in places[:i] if _clash(path, other)]
+    if c.workdir != WORKSPACE and g.kind != "script":
+        out.append(Problem(tf, "workdir", f"a workspace at {c.workdir!r} needs a script grader (kind: script): the "
+                                          f"pytest grader runs the repository at {WORKSPACE}"))
+    if c.workdir != WORKSPACE and c.install is not None:
+        out.append(Problem(tf, "install", f"the install step runs at {WORKSPACE}; with workdir {c.workdir!r} put "
+                                          "it in the environment's Dockerfile"))
+    if g.kind == "script":
+        if g.tests is not None and not (grader_folder / g.tests / g.script).is_file():
+            out.append(Problem(gf, "script", f"not found: {grader_folder / g.tests / g.script}"))
+        if g.solution_is_script and g.solution is not None and not (grader_folder / g.solution / g.solution_script).is_file():
+            out.append(Problem(gf, "solution_script", f"not found: {grader_folder / g.solution / g.solution_script}"))
+        for fld, message in check_settings({**g.env, **g.solution_env}, [], []):
+            out.append(Problem(gf, fld, message))
     return out
 
 
@@ -144,10 +188,28 @@ def collect_tasks(loaded: LoadedManifest) -> tuple[list[Task], list[Problem]]:
         problems += p
         if task is not None and task.config.split == m.experiment.task_split:
             tasks.append(task)
+    for task in tasks:
+        problems += requirement_problems(task, m.environment)
     if folders and not problems and not tasks:
         problems.append(Problem(str(loaded.path), "experiment.task_split",
                                 f"no selected task has split {m.experiment.task_split!r}"))
     return tasks, problems
+
+
+def requirement_problems(task: Task, env) -> list[Problem]:
+    """The task's declared requirements the manifest's environment does not meet (one problem each)."""
+    req, tf = task.config.requires, str(task.folder / "task.yaml")
+    out = []
+    for fld, needed, given, name in (("cpus", req.cpus, env.cpu_limit, "environment.cpu_limit"),
+                                     ("memory_mb", req.memory_mb, env.memory_limit_mb, "environment.memory_limit_mb"),
+                                     ("storage_mb", req.storage_mb, env.disk_limit_mb, "environment.disk_limit_mb")):
+        if needed is not None and given < needed:
+            out.append(Problem(tf, f"requires.{fld}", f"the task requires {needed:g}; the manifest's {name} gives "
+                                                      f"{given:g} (raise it for every task, to keep trials comparable)"))
+    if req.network == "none" and env.network_policy not in ("none", "model-api-only"):
+        out.append(Problem(tf, "requires.network", f"the task must run without network; the manifest's "
+                                                   f"environment.network_policy is {env.network_policy!r}"))
+    return out
 
 
 def load_tasks(loaded: LoadedManifest) -> list[Task]:

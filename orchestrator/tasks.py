@@ -13,11 +13,11 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .environments import Runtime
+from .environments import WORKSPACE, Runtime
 from .errors import RepoError
 from .images import Recipe
 from .hashing import sha256_file
@@ -64,6 +64,38 @@ class ConstraintsConfig(Model):
     """Model turns allowed (a trajectory criterion)."""
 
 
+class Requirements(Model):
+    """What the task needs to be solvable (an imported Harbor task's declared resources). The manifest still
+    sets every trial's limits, for comparability; ``validate`` refuses a manifest that gives less."""
+
+    cpus: float | None = Field(default=None, gt=0)
+    """CPUs (checked against ``environment.cpu_limit``)."""
+    memory_mb: int | None = Field(default=None, gt=0)
+    """Memory (checked against ``environment.memory_limit_mb``)."""
+    storage_mb: int | None = Field(default=None, gt=0)
+    """Disk (checked against ``environment.disk_limit_mb``, the workspace disk: the only writable disk a
+    trial has besides its small /tmp and $HOME)."""
+    network: Literal["none", "any"] = "any"
+    """``none``: the task must run without network (Harbor's ``no-network``): only ``none`` or
+    ``model-api-only`` (the agent's model, through trialbox's proxy) are accepted."""
+
+
+class Origin(Model):
+    """Where an imported task came from (recorded in the lock beside trialbox's own hashes)."""
+
+    format: Literal["harbor"]
+    name: str = ""
+    """The task's own name (Harbor's ``[task] name``, or its folder name)."""
+    digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    """Content digest of the source folder as imported (every file, names and bytes)."""
+    schema_version: str = ""
+    """The source's schema version (``schema_version`` or the older ``version``)."""
+    source: str = ""
+    """The folder it was imported from (informational)."""
+    metadata: dict[str, Any] = {}
+    """The source's metadata, kept as data (author, difficulty, category, tags…)."""
+
+
 class TaskConfig(Model):
     id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     """Equals the folder name."""
@@ -97,9 +129,31 @@ class TaskConfig(Model):
     """True when the correct answer is to abstain."""
     ask_user_reply: str | None = None
     """Canned answer to ``ask_user`` (counted as an intervention); none means the tool refuses."""
+    workdir: str = Field(default=WORKSPACE, pattern=r"^/[A-Za-z0-9_.@+/-]*$")
+    """Where the workspace is mounted, in the agent's sandbox and in the grader (an imported Harbor task: its
+    environment's working directory, e.g. ``/app``). Anything other than ``/workspace`` needs a script grader."""
+    deadline_seconds: float | None = Field(default=None, gt=0)
+    """The task's own deadline (Harbor's ``[agent] timeout_sec``): a trial gets the smaller of it and the
+    manifest's ``execution.deadline_seconds``."""
+    requires: Requirements = Requirements()
+    """What the task needs; checked against the manifest's environment by ``validate``."""
+    origin: Origin | None = None
+    """Set by an importer: the source format, name and content digest."""
+
+
+class Acceptance(Model):
+    """When a script grader's reward means accepted."""
+
+    metric: str = "reward"
+    """The number read: ``reward.txt``'s, or this key of ``reward.json``."""
+    at_least: float = 1.0
+    """Accepted exactly when the metric is at least this."""
 
 
 class GraderConfig(Model):
+    kind: Literal["pytest", "script"] = "pytest"
+    """``pytest``: trialbox runs the named tests itself, with its safeguards. ``script``: the task's own test
+    script runs in the grader container and writes a reward (Harbor's verifier contract)."""
     tests: Path | None = None
     """Files copied over the final workspace at grading (relative to the grader folder); or"""
     test_patch: Path | None = None
@@ -115,12 +169,43 @@ class GraderConfig(Model):
     """What the oracle agent applies."""
     rubric: Path | None = None
     """Optional criteria for the semantic judge."""
+    script: str = "test.sh"
+    """``script`` kind: the test script inside ``tests`` (run with bash from ``tests_mount``)."""
+    tests_mount: str = Field(default="/tests", pattern=r"^/[A-Za-z0-9_.@+/-]+$")
+    """``script`` kind: where ``tests`` is copied in the grader container, at grading time only."""
+    reward_dir: str = Field(default="/logs/verifier", pattern=r"^/[A-Za-z0-9_.@+/-]+$")
+    """``script`` kind: the folder the script writes ``reward.txt`` or ``reward.json`` into: created empty in
+    the grader, outside the workspace."""
+    acceptance: Acceptance = Acceptance()
+    """``script`` kind: which reward is accepted (default: ``reward`` at least 1)."""
+    timeout_seconds: float | None = Field(default=None, gt=0)
+    """The test run's time limit (Harbor's ``[verifier] timeout_sec``); default trialbox's grader limit."""
+    env: dict[str, str] = {}
+    """``script`` kind: variables of the test script only (Harbor's ``[verifier] env``)."""
+    solution_script: str = "solve.sh"
+    """``script`` kind with a ``solution`` folder: the oracle runs this script of it, from ``solution_mount``."""
+    solution_mount: str = Field(default="/solution", pattern=r"^/[A-Za-z0-9_.@+/-]+$")
+    """Where the oracle's sandbox gets the ``solution`` folder (only the oracle's, only when it runs)."""
+    solution_env: dict[str, str] = {}
+    """Variables of the solution script (Harbor's ``[solution] env``)."""
 
     @model_validator(mode="after")
     def _tests_or_patch(self) -> "GraderConfig":
+        if self.kind == "script":
+            if self.tests is None or self.test_patch is not None:
+                raise ValueError("a script grader needs 'tests' (the folder holding its script), not 'test_patch'")
+            if self.fail_to_pass or self.pass_to_pass:
+                raise ValueError("a script grader's script decides; fail_to_pass and pass_to_pass are for kind: pytest")
+            if self.command != "python3 -m pytest":
+                raise ValueError("'command' is for kind: pytest; a script grader runs its 'script'")
+            return self
         if (self.tests is None) == (self.test_patch is None):
             raise ValueError("expected exactly one of 'tests' or 'test_patch'")
         return self
+
+    @property
+    def solution_is_script(self) -> bool:
+        return self.kind == "script" and self.solution is not None and not str(self.solution).endswith(".patch")
 
 
 class Task(BaseModel):

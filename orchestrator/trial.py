@@ -98,7 +98,15 @@ def sandbox_spec(spec: TrialSpec) -> SandboxSpec:
         labels={RUN_LABEL: spec.run_id, TRIAL_LABEL: spec.trial_id, ATTEMPT_LABEL: str(spec.attempt)},
         cpu_limit=env.cpu_limit, cpu_reservation=env.cpu_reservation, memory_limit_mb=env.memory_limit_mb,
         memory_reservation_mb=env.memory_reservation_mb, pids_limit=env.pids_limit, disk_limit_mb=env.disk_limit_mb,
-        network="none", runtime=env.runtime)
+        network="none", runtime=env.runtime, workdir=spec.task.config.workdir, mounts=solution_mount(spec))
+
+
+def solution_mount(spec: TrialSpec) -> tuple[tuple[str, str], ...]:
+    """The oracle of a script-graded task gets the solution folder, read-only, in its own sandbox only."""
+    g = spec.task.grader
+    if spec.candidate.agent != "oracle" or not g.solution_is_script or g.solution is None:
+        return ()
+    return ((str(spec.task.grader_path(g.solution).resolve()), g.solution_mount),)
 
 
 def spend_in(folder) -> float | None:
@@ -229,7 +237,8 @@ def _agent_to_verdict(spec: TrialSpec, agent, prepared: Prepared, host: SandboxH
                             sandbox={"host_config": session.sandbox.info.host_config if session.sandbox.info else None})
         got.conditions.update(session.usage)
         got.stage = "export"  # from here on, everything processed is what the agent left
-        final = export_workspace(session.sandbox, limits=ExportLimits(max_bytes=spec.environment.disk_limit_mb << 20))
+        final = export_workspace(session.sandbox, spec.task.config.workdir,
+                                 limits=ExportLimits(max_bytes=spec.environment.disk_limit_mb << 20))
     if cancel is not None and cancel.is_set():
         raise Cancelled(spec.trial_id)
     got.events = read_events(files.events)

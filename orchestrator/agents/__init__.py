@@ -16,7 +16,7 @@ from ..manifest import LoadedManifest
 from ..tasks import Task
 from .base import Agent, AgentContext, AgentResult, run_agent
 from .budget import AgentStop, Budget, BudgetLimits, StopReason
-from .builtin import NopAgent, OracleAgent, ScriptAgent, load_steps
+from .builtin import NopAgent, OracleAgent, ScriptAgent, SolutionScriptAgent, load_steps
 from .prices import load_prices
 from .toolbox import ToolBox
 
@@ -49,13 +49,16 @@ def make_agent(candidate, task: Task, loaded: LoadedManifest, env: Mapping[str, 
         return NopAgent()
     if kind == "oracle":
         sol = task.grader.solution
+        if task.grader.solution_is_script and sol is not None:
+            g = task.grader
+            return SolutionScriptAgent(g.solution_script, g.solution_mount, g.solution_env)
         return OracleAgent(task.grader_path(sol) if sol is not None else None)
     if kind == "script":
         return ScriptAgent(load_steps(loaded.resolve(candidate.script)))
     if kind == "claude":
         from .claude import DEFAULT_SYSTEM_PROMPT, ClaudeAgent, ClaudeSettings
 
-        prompt = DEFAULT_SYSTEM_PROMPT
+        prompt = DEFAULT_SYSTEM_PROMPT.replace("/workspace", task.config.workdir)
         if candidate.system_prompt is not None:
             data = loaded.resolve(candidate.system_prompt).read_bytes()
             if candidate.system_prompt_sha256 and sha256_bytes(data) != candidate.system_prompt_sha256:
@@ -67,7 +70,7 @@ def make_agent(candidate, task: Task, loaded: LoadedManifest, env: Mapping[str, 
             max_tokens=candidate.max_tokens,
             thinking_budget=candidate.thinking.budget_tokens if candidate.thinking.enabled else None,
             api_key=api_key_from(env), base_url=env.get("ANTHROPIC_BASE_URL") or None,
-            price=load_prices().price(candidate.model_snapshot)))
+            price=load_prices().price(candidate.model_snapshot), workdir=task.config.workdir))
     if kind == "command":
         from .command import CommandAgent
 

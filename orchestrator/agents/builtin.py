@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
+import shlex
 import subprocess
 import tempfile
 from pathlib import Path
@@ -64,6 +66,24 @@ class OracleAgent(Agent):
                 else:
                     ctx.toolbox.call("bash", {"command": f"rm -f -- '{rel}'"})
         ctx.toolbox.call("submit", {"summary": "applied the reference solution"})
+
+
+class SolutionScriptAgent(Agent):
+    """The oracle of a script-graded task (an imported Harbor task): its ``solution`` folder is mounted
+    read-only in this sandbox only (``trial.solution_mount``), and its script runs through the tool contract,
+    in the workspace, within the trial's deadline."""
+
+    name = "oracle"
+
+    def __init__(self, script: str, mount: str, env: dict[str, str]) -> None:
+        self.script, self.mount, self.env = script, mount, env
+
+    def run(self, ctx: AgentContext) -> None:
+        assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in sorted(self.env.items()))
+        command = f"env {assignments} bash {shlex.quote(posixpath.join(self.mount, self.script))}"
+        result = ctx.toolbox.call("bash", {"command": command, "timeout": max(1.0, ctx.budget.remaining() - 5)})
+        ctx.toolbox.call("submit", {"summary": "ran the reference solution script"
+                                               + (" (it failed)" if result.is_error else "")})
 
 
 def load_steps(path: Path) -> list[tuple[str, dict[str, Any]]]:

@@ -26,7 +26,7 @@ from .base import Agent, AgentContext
 from ..errors import AgentStop
 from .budget import StopReason
 from .prices import Price
-from .toolbox import TOOL_SPECS, clip
+from .toolbox import clip, tool_specs
 
 MAX_ATTEMPTS = 6
 RETRYABLE = {408, 409, 429, 500, 502, 503, 504, 529}
@@ -46,6 +46,8 @@ class ClaudeSettings:
     api_key: str
     base_url: str | None
     price: Price
+    workdir: str = "/workspace"
+    """The task's workspace, named in the tool definitions."""
 
 
 def _block(block: Any) -> dict[str, Any]:
@@ -78,7 +80,7 @@ class ClaudeAgent(Agent):
 
     # ------------------------------------------------------------------ one model call
     def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        tools = [dict(t) for t in TOOL_SPECS]
+        tools = tool_specs(self.s.workdir)
         tools[-1]["cache_control"] = {"type": "ephemeral"}
         marked = [dict(m) for m in messages]
         last = dict(marked[-1]["content"][-1])

@@ -63,6 +63,14 @@ TOOL_SPECS: list[dict[str, Any]] = [
 TOOL_NAMES = {t["name"] for t in TOOL_SPECS}
 
 
+def tool_specs(workdir: str = WORKSPACE) -> list[dict[str, Any]]:
+    """The tool definitions a model is given, naming the task's workspace (``/workspace`` unless the task
+    sets ``workdir``: the text is then otherwise identical)."""
+    if workdir == WORKSPACE:
+        return [dict(t) for t in TOOL_SPECS]
+    return [{**t, "description": t["description"].replace(WORKSPACE, workdir)} for t in TOOL_SPECS]
+
+
 @dataclass(frozen=True)
 class ToolResult:
     """What a tool call gives back to the agent: ``output`` clipped for a model, ``full`` whole."""
@@ -185,11 +193,11 @@ class ToolBox:
             raise ToolError(f"argument {name!r} must be a {kind.__name__}")
         return value
 
-    @staticmethod
-    def _path(path: str) -> str:
+    def _path(self, path: str) -> str:
         if not path or "\0" in path:
             raise ToolError("path must be a non-empty string")
-        return posixpath.normpath(path if path.startswith("/") else posixpath.join(WORKSPACE, path))
+        workdir = getattr(getattr(self.sandbox, "spec", None), "workdir", WORKSPACE)
+        return posixpath.normpath(path if path.startswith("/") else posixpath.join(workdir, path))
 
     def _bash(self, args: dict[str, Any], record: dict[str, Any]) -> ToolResult:
         command = self._arg(args, "command")

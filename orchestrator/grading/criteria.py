@@ -100,6 +100,21 @@ def tests(name: str, nodes: list[str], run: TestRun) -> Criterion:
     return Criterion(name, True, passed, evidence)
 
 
+def reward(task: Task, run: TestRun) -> Criterion:
+    """A script grader's verdict: the acceptance metric of the reward the task's script wrote."""
+    a = task.grader.acceptance
+    value = (run.reward or {}).get(a.metric)
+    evidence: dict[str, Any] = {"metric": a.metric, "value": value, "at_least": a.at_least,
+                                "metrics": run.reward, "source": run.reward_source, "script_exit_code": run.exit_code}
+    if run.reward_note:
+        evidence["note"] = run.reward_note
+    if run.timed_out:
+        evidence["timed_out"] = True
+    if run.oom:
+        evidence["oom"] = True
+    return Criterion("reward", True, value is not None and value >= a.at_least, evidence)
+
+
 def integrity(run: TestRun) -> Criterion:
     return Criterion("grader_integrity", True, not run.integrity,
                      {"problems": run.integrity, "exit_code": run.exit_code,

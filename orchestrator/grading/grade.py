@@ -26,6 +26,7 @@ from .judge import Judge
 from ..errors import GraderInfraError
 from .compose import compose
 from .runner import GraderLimits, TestRun, run_tests
+from .script import run_script
 from .verdict import GRADER_VERSION, Verdict, decide, infra_verdict
 from ..sandbox.base import SandboxFactory
 from ..sandbox.meter import Usage
@@ -51,21 +52,28 @@ def _test(sandboxes: SandboxFactory, image_id: str, final: Tree, original: Tree,
           labels: dict[str, str] | None = None, usage: list[Usage] | None = None) -> TestRun:
     """Grade the final tree; an infrastructure error only when the untouched repository fails the same way."""
     nodes = task.grader.fail_to_pass + task.grader.pass_to_pass
-    comp = compose(final, original, task)
+    script = task.grader.kind == "script"
+    comp = None if script else compose(final, original, task)
+
+    def graded(tree: Tree, composed, suffix: str) -> TestRun:
+        if script:
+            return run_script(sandboxes, image_id, tree, task, limits, f"{name}-{suffix}", labels, usage)
+        return run_tests(sandboxes, image_id, composed, task, nodes, limits, f"{name}-{suffix}", labels, usage)
+
     for attempt in (1, 2):
         try:
             try:
-                run = run_tests(sandboxes, image_id, comp, task, nodes, limits, f"{name}-grader", labels, usage)
+                run = graded(final, comp, "grader")
             except GraderInfraError as exc:
                 run = TestRun(integrity=[f"the final workspace could not be set up for grading ({exc.kind}): "
                                          f"{exc.detail[-500:]}"], results_found=False)
             if _suspicious(run):
-                base = run_tests(sandboxes, image_id, compose(original, original, task), task, nodes, limits,
-                                 f"{name}-baseline", labels, usage)
+                base = graded(original, None if script else compose(original, original, task), "baseline")
                 if _suspicious(base):
                     raise GraderInfraError("grader_broken", f"the untouched repository fails the same way: {base.log_tail[-800:]}")
                 run.results_found = True  # the agent's failure, with whatever it produced
-            run.restored, run.removed, run.ignored = comp.restored, comp.removed, comp.ignored
+            if comp is not None:
+                run.restored, run.removed, run.ignored = comp.restored, comp.removed, comp.ignored
             return run
         except GraderInfraError as exc:
             log.warning("grader infrastructure error", kind=exc.kind, attempt=attempt)
@@ -137,8 +145,9 @@ def grade_trial(sandboxes: SandboxFactory, image_id: str, task: Task, original: 
     except GraderInfraError as exc:
         return Grade(infra_verdict(exc.kind, exc.detail), diff, None, sum(used, Usage()))
     g = task.grader
-    crits = [C.tests("fail_to_pass", g.fail_to_pass, run), C.tests("pass_to_pass", g.pass_to_pass, run),
-             C.integrity(run), C.scope(task, original, view, diff), C.trajectory(task, events, agent_kind, tool_map),
+    tested = [C.reward(task, run)] if g.kind == "script" else \
+        [C.tests("fail_to_pass", g.fail_to_pass, run), C.tests("pass_to_pass", g.pass_to_pass, run)]
+    crits = [*tested, C.integrity(run), C.scope(task, original, view, diff), C.trajectory(task, events, agent_kind, tool_map),
              *C.secrets_leaked(canaries, diff, agent.summary, events, original, exported), C.network(policy, events),
              C.budget(agent.stop_reason), C.abstention(task, agent.abstained), C.completed(agent.stop_reason),
              C.tampering(run, original, exported)]
@@ -146,7 +155,8 @@ def grade_trial(sandboxes: SandboxFactory, image_id: str, task: Task, original: 
         crits.append(C.Criterion("agent_owned_paths", False, True, {"patterns": list(owned_paths), "excluded": owned[:200]}))
     rubric = task.grader_path(g.rubric) if g.rubric is not None else None
     if judge is not None and rubric is not None and rubric.is_file():
-        outcomes = "\n".join(f"{n}: {run.outcomes.get(n, 'not run')}" for n in g.fail_to_pass + g.pass_to_pass)
+        outcomes = "\n".join(f"{n}: {run.outcomes.get(n, 'not run')}" for n in g.fail_to_pass + g.pass_to_pass) \
+            if g.kind == "pytest" else f"reward: {run.reward}"
         evidence = {"instruction": (task.folder / task.config.instruction).read_text(), "diff": diff.text,
                     "submit summary": agent.summary or "(none)", "test outcomes": outcomes}
         crits.append(judge.judge(rubric.read_text(), evidence, trial_id))

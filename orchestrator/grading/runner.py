@@ -97,6 +97,12 @@ class TestRun:
     """The install step failed: no test ran."""
     configuration: str | None = None
     """The repository's pytest configuration file the run used (from the trusted commit); None: it has none."""
+    reward: dict[str, float] | None = None
+    """A script grader's metrics, as its reward file gave them (None: no valid reward)."""
+    reward_source: str | None = None
+    """The reward file they came from (``reward.txt`` or ``reward.json``)."""
+    reward_note: str | None = None
+    """Why there is no reward, when the script wrote none."""
 
 
 def one_per_file(errors: list[dict]) -> list[dict]:

@@ -50,6 +50,9 @@ class SandboxSpec:
     """Read-only bind mounts ``(host path, container path)``, e.g. the model proxy's socket folder."""
     workspace_seed: str | None = None
     """A tar on the host whose content the workspace starts with (e.g. the history-free repository)."""
+    scratch_dirs: tuple[str, ...] = ()
+    """Extra writable folders (tmpfs of ``tmp_limit_mb``, counted against memory, owned by the user): a
+    script grader's test and reward folders, the oracle's solution folder."""
 
 
 @dataclass(frozen=True)

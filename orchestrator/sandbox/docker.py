@@ -130,8 +130,9 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
                 mem_limit=mem, memswap_limit=mem, mem_reservation=s.memory_reservation_mb * 1024 * 1024,
                 pids_limit=pids, ulimits=ulimits, network_mode=s.network, runtime=s.runtime,
                 cap_drop=["ALL"], security_opt=["no-new-privileges"], read_only=True, init=True,
-                shm_size="64m", tmpfs={"/tmp": tmpfs_opts, s.home: tmpfs_opts},
-                mounts=[docker.types.Mount(s.workdir, self.volume.name, type="volume"),
+                shm_size="64m", tmpfs={"/tmp": tmpfs_opts, s.home: tmpfs_opts, **{d: tmpfs_opts for d in s.scratch_dirs}},
+                # no_copy: the workspace is exactly its seed, never merged with what the image has at that path
+                mounts=[docker.types.Mount(s.workdir, self.volume.name, type="volume", no_copy=True),
                         *(docker.types.Mount(target, source, type="bind", read_only=True)
                           for source, target in s.mounts)],
                 # PID 1's output goes nowhere: the agent can write to /proc/1/fd/1, and an engine log on

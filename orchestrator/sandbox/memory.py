@@ -52,7 +52,7 @@ class MemorySandbox(Sandbox):
         self.token = uuid.uuid4().hex
         self.files: dict[str, tuple[bytes, int]] = {}
         self.links: dict[str, str] = {}
-        self.dirs: set[str] = {"/", spec.workdir, spec.home, "/tmp"}
+        self.dirs: set[str] = {"/", spec.workdir, spec.home, "/tmp", *spec.scratch_dirs}
         self.running = False
         self.spans: list[float] = []
         self._since: float | None = None

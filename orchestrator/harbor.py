@@ -1,0 +1,290 @@
+"""``trialbox tasks import-harbor``: Harbor task folders become trialbox task and grader folders.
+
+A Harbor task folder holds ``task.toml`` (read by ``harbortoml``), ``instruction.md``, ``environment/``
+(a Dockerfile and its build context), ``tests/`` (``test.sh`` and its files) and, optionally,
+``solution/`` (``solve.sh``). Per task, the importer writes:
+
+* ``<tasks>/<id>/``: ``task.yaml`` (its ``origin`` records the Harbor task's content digest and
+  metadata), ``instruction.md``, ``environment/`` (the Dockerfile, its base image pinned — see below) and
+  ``repo/``: **the task's initial state, what the built environment holds at its working directory**, copied
+  out of the image once, on the host (without any ``.git``); trialbox commits it history-free like any
+  repository and mounts the workspace disk at that path (``workdir``), in the agent's sandbox and in the
+  grader. Nothing else of the image changes.
+* ``<graders>/<id>/``: ``grader.yaml`` (``kind: script``), ``tests/`` and ``solution/``: held out, never in
+  the agent's container (the solution enters only the oracle's sandbox, when it runs).
+
+**Base images.** trialbox never pulls. Each ``FROM`` of the Dockerfile (and a ``docker_image``) is pinned:
+an image named in ``--base-image NAME=RECIPE`` becomes that trialbox recipe (the first such ``FROM`` is the
+recipe's ``BASE``, so the chain rebuilds when the recipe changes; others are pinned by the recipe's image ID);
+an image the engine already has is pinned by its image ID; anything else is a refusal naming it.
+
+A task with any refusal (see ``harbortoml``; also: a compose environment, no test script, a working directory
+that is ``/`` or a system folder) is not written; every refusal is reported, one line each, and the command
+exits 1. Fields with no effect here are listed per task as notes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import docker
+import yaml
+
+from .engine import docker_errors
+from .errors import ImageBuildError, TrialboxError
+from .harbortoml import HarborTask, Refusal, fetches, read_task_toml
+from .hashing import tree_sha256
+from .images import NO_PARENT, build_recipe, load_recipe
+from .settings import Settings
+from .taskload import SYSTEM_PATHS, load_task
+
+FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.I)
+TASK_ID = re.compile(r"[^A-Za-z0-9_.-]+")
+MAX_REPO_BYTES = 512 << 20
+
+
+@dataclass
+class Imported:
+    """One task written (or, with refusals, not written)."""
+
+    task_id: str
+    source: Path
+    workdir: str = ""
+    notes: list[str] = field(default_factory=list)
+    refusals: list[Refusal] = field(default_factory=list)
+
+
+def task_folders(dirs: list[Path]) -> list[Path]:
+    """Each DIR is a Harbor task folder (holding task.toml) or a folder of them (a dataset)."""
+    out = []
+    for d in dirs:
+        if (d / "task.toml").is_file():
+            out.append(d)
+        elif d.is_dir():
+            out += sorted(p for p in d.iterdir() if (p / "task.toml").is_file())
+    return out
+
+
+def _pin_from(dockerfile: str, base_images: dict[str, str], resolve: Callable[[str], str | None],
+              recipe_id: Callable[[str], str], refuse: Callable[[str, str], None]) -> tuple[str, str | None]:
+    """The Dockerfile with every external ``FROM`` pinned, and the recipe its ``BASE`` is (None: none)."""
+    stages: set[str] = set()
+    parent = None
+    lines = []
+    for line in dockerfile.splitlines():
+        m = FROM.match(line)
+        if not m:
+            lines.append(line)
+            continue
+        head, flags, image, tail = m.groups()
+        alias = re.search(r"\bAS\s+(\S+)", tail, re.I)
+        if image.lower() in stages:
+            lines.append(line)
+        elif "$" in image:
+            refuse("environment/Dockerfile", f"FROM {image}: a base image given by a build argument cannot be pinned")
+        elif image in base_images and parent in (None, base_images[image]):
+            parent = base_images[image]
+            lines.append(f"{head}{flags}${{BASE}}{tail}")
+        elif image in base_images:
+            lines.append(f"{head}{flags}{recipe_id(base_images[image])}{tail}")
+        elif (pinned := resolve(image)) is not None:
+            lines.append(f"{head}{flags}{pinned}{tail}")
+        else:
+            refuse("environment/Dockerfile", f"FROM {image}: the engine does not have this image and trialbox never "
+                                             f"pulls: load it, or map it to a trialbox recipe with --base-image "
+                                             f"{image}=RECIPE")
+        if alias:
+            stages.add(alias.group(1).lower())
+    return "\n".join((["ARG BASE"] if parent else []) + lines) + "\n", parent
+
+
+def _workdir_problem(workdir: str) -> str | None:
+    if not workdir or workdir == "/":
+        return "the environment sets no working directory (WORKDIR): the task's files have no place to be " \
+               "the workspace"
+    if any(workdir == p or workdir.startswith(p + "/") or p.startswith(workdir.rstrip("/") + "/")
+           for p in SYSTEM_PATHS):
+        return f"the working directory {workdir} is (or holds, or is inside) a system folder"
+    return None
+
+
+def _extract(client: docker.DockerClient, image_id: str, workdir: str, dest: Path) -> list[str]:
+    """The image's ``workdir`` content into ``dest`` (no ``.git``; safe names only); the notes it leaves."""
+    notes = []
+    with docker_errors():
+        container = client.containers.create(image_id, command=["true"], network_disabled=True)
+        try:
+            stream, _ = container.get_archive(workdir)
+            data = io.BytesIO()
+            for chunk in stream:
+                data.write(chunk)
+                if data.tell() > MAX_REPO_BYTES:
+                    raise TrialboxError(f"the working directory {workdir} holds more than "
+                                        f"{MAX_REPO_BYTES >> 20} MB")
+        finally:
+            container.remove(force=True)
+    data.seek(0)
+    root = PurePosixPath(workdir).name
+    dropped = set()
+    with tarfile.open(fileobj=data) as tar:
+        members = []
+        for member in tar.getmembers():
+            rel = PurePosixPath(member.name)
+            if rel.parts and rel.parts[0] == root:
+                rel = PurePosixPath(*rel.parts[1:]) if len(rel.parts) > 1 else PurePosixPath(".")
+            if str(rel) == "." or rel.parts[0] == ".git":
+                if str(rel) != ".":
+                    dropped.add(".git")
+                continue
+            if member.isdev() or member.isfifo() or member.islnk():
+                dropped.add(str(rel))
+                continue
+            member.name = str(rel)
+            members.append(member)
+        dest.mkdir(parents=True, exist_ok=True)
+        # "tar": names stay inside dest; symbolic links are kept as they are (data in the repository)
+        tar.extractall(dest, members=members, filter="tar")
+    if dropped:
+        notes.append(f"left out of the workspace: {sorted(dropped)[:10]} (history, hard links, devices and pipes "
+                     f"are never part of a task's initial state)")
+    return notes
+
+
+def _task_yaml(task_id: str, h: HarborTask, workdir: str, digest: str, source: Path) -> dict[str, Any]:
+    difficulty = str(h.metadata.get("difficulty", "")).lower()
+    requires: dict[str, Any] = {k: v for k, v in (("cpus", h.cpus), ("memory_mb", h.memory_mb),
+                                                  ("storage_mb", h.storage_mb)) if v is not None}
+    if h.network == "none":
+        requires["network"] = "none"
+    doc: dict[str, Any] = {
+        "id": task_id, "instruction": "instruction.md", "repo": {"dir": "repo"}, "image": "./environment",
+        "difficulty": difficulty if difficulty in ("easy", "medium", "hard") else "medium",
+        "workdir": workdir, "requires": requires, "env": h.env,
+        "origin": {"format": "harbor", "name": str(h.metadata.get("task.name") or h.name), "digest": digest,
+                   "schema_version": h.schema_version, "source": str(source),
+                   "metadata": json.loads(json.dumps(h.metadata, default=str))}}
+    if h.agent_timeout_s is not None:
+        doc["deadline_seconds"] = h.agent_timeout_s
+    return doc
+
+
+def _grader_yaml(h: HarborTask, has_solution: bool) -> dict[str, Any]:
+    doc: dict[str, Any] = {"kind": "script", "tests": "tests", "script": "test.sh", "tests_mount": "/tests",
+                           "reward_dir": "/logs/verifier", "solution": "solution" if has_solution else None,
+                           "env": h.verifier_env, "solution_env": h.solution_env}
+    if h.verifier_timeout_s is not None:
+        doc["timeout_seconds"] = h.verifier_timeout_s
+    return doc
+
+
+def import_task(source: Path, tasks_dir: Path, graders_dir: Path, images_dir: Path, client: docker.DockerClient,
+                settings: Settings, base_images: dict[str, str], force: bool = False,
+                say: Callable[[str], None] | None = None) -> Imported:
+    """Import one Harbor task folder (see the module docstring)."""
+    h = read_task_toml(source)
+    task_id = TASK_ID.sub("-", source.name).strip("-.") or "task"
+    result = Imported(task_id, source, notes=h.notes, refusals=h.refusals)
+
+    def refuse(fld: str, reason: str) -> None:
+        result.refusals.append(Refusal(h.name, fld, reason))
+
+    env_dir = source / "environment"
+    compose = (env_dir / "docker-compose.yaml").is_file() or (env_dir / "docker-compose.yml").is_file()
+    if compose:
+        refuse("environment/docker-compose.yaml", "a multi-service compose environment cannot be honoured: a trial "
+                                                  "is one sandbox container (and a separate grader)")
+    if not (source / "instruction.md").is_file():
+        refuse("instruction.md", "not found")
+    if not (source / "tests" / "test.sh").is_file():
+        refuse("tests/test.sh", "not found: the task has no test script")
+    has_dockerfile = (env_dir / "Dockerfile").is_file()
+    if not has_dockerfile and h.docker_image is None and not compose:
+        refuse("environment/Dockerfile", "not found, and task.toml names no docker_image")
+    has_solution = (source / "solution" / "solve.sh").is_file()
+    for name in ("tests/test.sh", "solution/solve.sh"):
+        if (source / name).is_file() and (lines := fetches((source / name).read_text(errors="replace"))):
+            result.notes.append(f"{name} seems to download ({lines[0][:120]!r}): the grader and the sandbox have no "
+                                f"network; `tasks check` shows whether it still works")
+    out_task, out_grader = tasks_dir / task_id, graders_dir / task_id
+    for folder in (out_task, out_grader):
+        if folder.exists() and not force:
+            refuse("", f"{folder} exists (--force replaces it)")
+    if result.refusals:
+        return result
+
+    def resolve(image: str) -> str | None:
+        with docker_errors():
+            try:
+                return client.images.get(image).id
+            except docker.errors.ImageNotFound:
+                return None
+
+    def recipe_id(name: str) -> str:
+        return build_recipe(client, images_dir, load_recipe(name, images_dir / name), settings, say).image_id
+
+    text = (env_dir / "Dockerfile").read_text() if has_dockerfile else f"FROM {h.docker_image}\n"
+    if has_dockerfile and h.docker_image is not None:
+        result.notes.append("environment.docker_image: not used, the environment's Dockerfile is built (as Harbor "
+                            "does for the local engine)")
+    pinned, parent = _pin_from(text, base_images, resolve, recipe_id, refuse)
+    if result.refusals:
+        return result
+    for folder in (out_task, out_grader):
+        shutil.rmtree(folder, ignore_errors=True)
+    try:
+        _write(source, out_task, out_grader, pinned, parent, has_solution, env_dir if has_dockerfile else None)
+        record = build_recipe(client, images_dir, load_recipe(f"{task_id}:environment", out_task / "environment"),
+                              settings, say)
+        with docker_errors():
+            workdir = str(client.images.get(record.image_id).attrs.get("Config", {}).get("WorkingDir") or "")
+        why = _workdir_problem(workdir)
+        if why:
+            refuse("environment/Dockerfile", why)
+            raise _Refused()
+        result.workdir = workdir
+        result.notes += _extract(client, record.image_id, workdir, out_task / "repo")
+        digest = "sha256:" + tree_sha256(source)
+        (out_task / "task.yaml").write_text(yaml.safe_dump(_task_yaml(task_id, h, workdir, digest, source),
+                                                           sort_keys=False, allow_unicode=True))
+        (out_grader / "grader.yaml").write_text(yaml.safe_dump(_grader_yaml(h, has_solution), sort_keys=False))
+        _, problems = load_task(out_task, graders_dir, images_dir)
+        for p in problems:
+            refuse(p.field, f"the imported task does not load: {p.message}")
+        if problems:
+            raise _Refused()
+    except (_Refused, ImageBuildError) as exc:
+        if isinstance(exc, ImageBuildError):
+            refuse("environment/Dockerfile", f"the environment does not build: {exc.message}")
+        for folder in (out_task, out_grader):
+            shutil.rmtree(folder, ignore_errors=True)
+    return result
+
+
+class _Refused(Exception):
+    """A refusal found after writing began: the partial folders are removed."""
+
+
+def _write(source: Path, out_task: Path, out_grader: Path, dockerfile: str, parent: str | None, has_solution: bool,
+           context: Path | None) -> None:
+    out_task.mkdir(parents=True)
+    out_grader.mkdir(parents=True)
+    shutil.copyfile(source / "instruction.md", out_task / "instruction.md")
+    env = out_task / "environment"
+    if context is not None:
+        shutil.copytree(context, env, symlinks=True)
+    else:
+        env.mkdir()
+    (env / "Dockerfile").write_text(dockerfile)
+    # the recipe it builds on: the mapped trialbox recipe, or none (every FROM is pinned by image ID)
+    (env / "environment.yaml").write_text(yaml.safe_dump({"from": parent or NO_PARENT}))
+    shutil.copytree(source / "tests", out_grader / "tests", symlinks=True)
+    if has_solution:
+        shutil.copytree(source / "solution", out_grader / "solution", symlinks=True)
