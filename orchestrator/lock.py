@@ -78,6 +78,10 @@ def _tasks_section(tasks: list[Task], settings: Settings) -> dict[str, Any]:
         repo = materialize(t, settings.repos_dir)
         out[t.id] = {"task_sha256": tree_sha256(t.folder), "repo_source": source_identity(t),
                      "repo_commit": repo.commit, "image": t.image_key, "runtime": t.runtime.describe()}
+        if t.config.origin is not None:  # an imported task: its source's own digest beside trialbox's hashes
+            o = t.config.origin
+            out[t.id]["origin"] = {"format": o.format, "name": o.name, "digest": o.digest,
+                                   "schema_version": o.schema_version}
     return out
 
 

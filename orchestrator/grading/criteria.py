@@ -79,7 +79,7 @@ def scope(task: Task, original: Tree, final: Tree, diff: Diff) -> Criterion:
         elif not any(r.match(path) for r in regexes):
             outside.append(path)
     for path, target in final.symlinks.items():
-        if leaves_workspace(final, path):  # resolved component by component, links through links included
+        if leaves_workspace(final, path, task.config.workdir):  # resolved component by component, links through links included
             escaping.append(f"{path} -> {target}")
     return Criterion("scope", True, not (outside or protected or escaping),
                      {"allowed": allowed, "outside": outside, "protected_changed": protected,
@@ -108,6 +108,8 @@ def reward(task: Task, run: TestRun) -> Criterion:
                                 "metrics": run.reward, "source": run.reward_source, "script_exit_code": run.exit_code}
     if run.reward_note:
         evidence["note"] = run.reward_note
+    if run.witness is not None:
+        evidence["pytest_sessions"] = run.witness
     if run.timed_out:
         evidence["timed_out"] = True
     if run.oom:

@@ -57,7 +57,7 @@ def _test(sandboxes: SandboxFactory, image_id: str, final: Tree, original: Tree,
 
     def graded(tree: Tree, composed, suffix: str) -> TestRun:
         if script:
-            return run_script(sandboxes, image_id, tree, task, limits, f"{name}-{suffix}", labels, usage)
+            return run_script(sandboxes, image_id, tree, task, limits, f"{name}-{suffix}", labels, usage, original)
         return run_tests(sandboxes, image_id, composed, task, nodes, limits, f"{name}-{suffix}", labels, usage)
 
     for attempt in (1, 2):

@@ -103,6 +103,8 @@ class TestRun:
     """The reward file they came from (``reward.txt`` or ``reward.json``)."""
     reward_note: str | None = None
     """Why there is no reward, when the script wrote none."""
+    witness: dict | None = None
+    """A script grader's pytest sessions as the witness plugin recorded them (``script.witness_summary``)."""
 
 
 def one_per_file(errors: list[dict]) -> list[dict]:

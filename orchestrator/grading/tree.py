@@ -132,9 +132,9 @@ def resolve(tree: Tree, path: str, workdir: str = "/workspace", max_hops: int = 
     return "/".join(done)
 
 
-def leaves_workspace(tree: Tree, link: str) -> bool:
-    """Whether the symlink at ``link`` (or anything through it) resolves outside the workspace."""
-    return resolve(tree, link) is None
+def leaves_workspace(tree: Tree, link: str, workdir: str = "/workspace") -> bool:
+    """Whether the symlink at ``link`` (or anything through it) resolves outside the workspace at ``workdir``."""
+    return resolve(tree, link, workdir) is None
 
 
 class ChunkReader(io.RawIOBase):
