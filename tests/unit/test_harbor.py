@@ -1,0 +1,215 @@
+"""Harbor task folders: reading task.toml (both schemas), refusals by reason, pinning base images, the script
+grader's reward and witness parsing, task requirements against the manifest."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.errors import Problem
+from orchestrator.grading.script import changed_paths, parse_reward, witness_summary
+from orchestrator.grading.tree import Tree, leaves_workspace
+from orchestrator.harbor import _pin_from, import_task, task_folders
+from orchestrator.harbortoml import read_task_toml, size_mb
+from orchestrator.loading import parse_model
+from orchestrator.tasks import GraderConfig, TaskConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "examples" / "harbor-tasks"
+REFUSED = ROOT / "tests" / "data" / "harbor-refused"
+
+
+def test_the_current_schema_maps_timeouts_resources_and_network():
+    h = read_task_toml(SAMPLES / "fix-median")
+    assert h.refusals == []
+    assert (h.schema_version, h.agent_timeout_s, h.verifier_timeout_s) == ("1.1", 600.0, 120.0)
+    assert (h.cpus, h.memory_mb, h.storage_mb, h.network) == (1.0, 1024, 512, "none")
+    assert h.metadata["task.name"] == "trialbox-samples/fix-median" and h.metadata["difficulty"] == "easy"
+    assert any(n.startswith("environment.build_timeout_sec: not applied") for n in h.notes)
+
+
+def test_the_older_schema_reads_sizes_and_allow_internet():
+    h = read_task_toml(SAMPLES / "word-report")
+    assert h.refusals == []
+    assert (h.schema_version, h.memory_mb, h.storage_mb, h.network) == ("1.0", 1024, 1024, "none")
+    assert h.metadata["author_name"] == "trialbox authors" and h.metadata["tags"] == ["shell", "text"]
+
+
+@pytest.mark.parametrize("value,mb", [("2G", 2048), ("512M", 512), ("10GB", 10240), ("1.5G", 1536), (4096, 4096),
+                                      ("lots", None), (True, None), (0, None)])
+def test_sizes(value, mb):
+    assert size_mb(value) == mb
+
+
+@pytest.mark.parametrize("case,field,words", [
+    ("allowlist", "environment.network_mode", "no allowlist network policy"),
+    ("gpus", "environment.gpus", "no GPU"),
+    ("multi-step", "steps", "multi-step task"),
+    ("unknown-field", "environment.fancy_sidecar", "not a field trialbox knows"),
+    ("run-as-user", "agent.user", "unprivileged sandbox user"),
+    ("separate-verifier-image", "verifier.environment", "separate verifier image"),
+    ("windows", "environment.os", "Linux containers"),
+])
+def test_what_cannot_be_honoured_is_refused_once_with_its_reason(case, field, words):
+    h = read_task_toml(REFUSED / case)
+    assert [(r.field, words in r.reason) for r in h.refusals] == [(field, True)], h.refusals
+
+
+def test_a_public_network_or_a_separate_verifier_mode_is_a_note_not_a_refusal(tmp_path):
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "task.toml").write_text('schema_version = "1.3"\n[environment]\nnetwork_mode = "public"\n'
+                                              '[verifier]\nenvironment_mode = "separate"\n')
+    h = read_task_toml(tmp_path / "t")
+    assert h.refusals == [] and h.network == "any"
+    assert any("stricter than the task allows" in n for n in h.notes)
+    assert any("always grades in a separate container" in n for n in h.notes)
+
+
+def test_a_verifier_that_needs_the_network_is_refused(tmp_path):
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "task.toml").write_text('[verifier]\nnetwork_mode = "public"\n')
+    assert [r.field for r in read_task_toml(tmp_path / "t").refusals] == ["verifier.network_mode"]
+
+
+def test_a_compose_environment_is_refused_before_any_engine_is_asked(tmp_path):
+    r = import_task(REFUSED / "compose", tmp_path / "tasks", tmp_path / "graders", ROOT / "images", None,
+                    None, {})  # type: ignore[arg-type]
+    assert [(x.field, "multi-service compose" in x.reason) for x in r.refusals] == \
+        [("environment/docker-compose.yaml", True)]
+    assert not (tmp_path / "tasks").exists()
+
+
+def test_a_dataset_folder_lists_its_tasks():
+    assert [p.name for p in task_folders([SAMPLES])] == ["fix-median", "word-report"]
+    assert task_folders([SAMPLES / "fix-median"]) == [SAMPLES / "fix-median"]
+
+
+def _pin(dockerfile, base_images, engine):
+    refusals = []
+    text, parent = _pin_from(dockerfile, base_images, engine.get, lambda r: f"sha256:{r}-id",
+                             lambda f, why: refusals.append(why))
+    return text, parent, refusals
+
+
+def test_from_lines_are_mapped_pinned_or_refused():
+    text, parent, refusals = _pin("FROM python:3.11-slim AS build\nRUN make\nFROM build\nFROM python:3.11-slim\n"
+                                  "FROM alpine:3 AS x\n", {"python:3.11-slim": "python"}, {"alpine:3": "sha256:aaa"})
+    assert parent == "python" and refusals == []
+    assert text.splitlines() == ["ARG BASE", "FROM ${BASE} AS build", "RUN make", "FROM build", "FROM ${BASE}",
+                                 "FROM sha256:aaa AS x"]
+    _, parent, refusals = _pin("FROM registry.invalid/x:1\n", {}, {})
+    assert parent is None and "never pulls" in refusals[0] and "--base-image registry.invalid/x:1=RECIPE" in refusals[0]
+    _, _, refusals = _pin("ARG V=3\nFROM python:${V}\n", {}, {})
+    assert "build argument" in refusals[0]
+
+
+def test_rewards_are_read_as_harbor_writes_them():
+    assert parse_reward("reward.txt", b"1\n") == {"reward": 1.0}
+    assert parse_reward("reward.txt", b" 0.25 ") == {"reward": 0.25}
+    assert parse_reward("reward.json", b'{"reward": 1, "accuracy": 0.5}') == {"reward": 1.0, "accuracy": 0.5}
+    for name, data in (("reward.txt", b"nan"), ("reward.txt", b"inf"), ("reward.txt", b"yes"),
+                       ("reward.json", b'{"reward": true}'), ("reward.json", b'{"reward": [1]}'),
+                       ("reward.json", b"[1]"), ("reward.json", b"{}"), ("reward.json", b'{"reward": NaN}')):
+        with pytest.raises(ValueError):
+            parse_reward(name, data)
+    assert not math.isnan(parse_reward("reward.json", b'{"a": 1e308}')["a"])
+
+
+def test_the_witness_tells_sessions_that_never_finished():
+    text = '{"event": "start", "pid": 7}\n{"event": "start", "pid": 9}\n' \
+           '{"event": "finish", "pid": 9, "exitstatus": 0, "counts": {"passed": 3}}\nnot json\n'
+    assert witness_summary(text) == {"loaded": True, "sessions": 2, "finished": [{"exitstatus": 0,
+                                     "counts": {"passed": 3}}], "unfinished": [7], "malformed_lines": 1}
+    assert witness_summary("")["unfinished"] == []
+
+
+def test_changed_paths_are_what_the_agent_added_or_changed():
+    original = Tree(files={"a.py": b"1", "b.py": b"2"}, symlinks={"l": "a.py"})
+    final = Tree(files={"a.py": b"1", "b.py": b"3", "pytest.py": b"x"}, symlinks={"l": "b.py"})
+    assert changed_paths(final, original) == ["b.py", "l", "pytest.py"]
+    assert changed_paths(final, None) == []
+
+
+def test_symlinks_are_judged_against_the_tasks_workdir():
+    tree = Tree(symlinks={"inside": "/app/x", "out": "/logs/verifier/reward.txt", "up": "../tests/test.sh"})
+    assert not leaves_workspace(tree, "inside", "/app")
+    assert leaves_workspace(tree, "inside", "/workspace")
+    assert leaves_workspace(tree, "out", "/app") and leaves_workspace(tree, "up", "/app")
+
+
+def _configs(tmp_path, task: dict, grader: dict) -> tuple[list[Problem], list[Problem]]:
+    (tmp_path / "task.yaml").write_text(yaml.safe_dump(task))
+    (tmp_path / "grader.yaml").write_text(yaml.safe_dump(grader))
+    return parse_model(tmp_path / "task.yaml", TaskConfig)[2], parse_model(tmp_path / "grader.yaml", GraderConfig)[2]
+
+
+def test_a_script_grader_takes_no_test_ids_and_no_command(tmp_path):
+    base = {"id": "t", "repo": {"dir": "repo"}, "image": "python", "difficulty": "easy"}
+    _, problems = _configs(tmp_path, base, {"kind": "script", "tests": "tests", "fail_to_pass": ["x"]})
+    assert "fail_to_pass and pass_to_pass are for kind: pytest" in problems[0].message
+    _, problems = _configs(tmp_path, base, {"kind": "script", "tests": "tests", "command": "pytest -x"})
+    assert "'command' is for kind: pytest" in problems[0].message
+    _, problems = _configs(tmp_path, base, {"kind": "script", "test_patch": "t.patch"})
+    assert "needs 'tests'" in problems[0].message
+    task_problems, _ = _configs(tmp_path, {**base, "workdir": "app"}, {"tests": "t"})
+    assert task_problems and task_problems[0].field == "workdir"
+
+
+def _task_folder(tmp_path: Path, task: dict, grader: dict, name: str = "t") -> tuple[Path, Path]:
+    folder, gfolder = tmp_path / "tasks" / name, tmp_path / "graders" / name
+    (folder / "repo").mkdir(parents=True)
+    (folder / "repo" / "a.txt").write_text("a\n")
+    (folder / "instruction.md").write_text("do it\n")
+    (gfolder / "tests").mkdir(parents=True)
+    (gfolder / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
+    (folder / "task.yaml").write_text(yaml.safe_dump({"id": name, "repo": {"dir": "repo"}, "image": "python",
+                                                      "difficulty": "easy", **task}))
+    (gfolder / "grader.yaml").write_text(yaml.safe_dump(grader))
+    return folder, gfolder
+
+
+def test_where_the_workspace_and_the_grader_folders_may_be(tmp_path):
+    from orchestrator.taskload import load_task
+
+    cases = [({"workdir": "/app"}, {"tests": "tests", "fail_to_pass": ["x::y"]}, "needs a script grader"),
+             ({"workdir": "/usr/src/app"}, {"kind": "script", "tests": "tests"}, "system or trialbox folder"),
+             ({"workdir": "/app/../etc"}, {"kind": "script", "tests": "tests"}, "normalised absolute folder"),
+             ({"workdir": "/tests/app"}, {"kind": "script", "tests": "tests"}, "overlaps workdir"),
+             ({"workdir": "/app", "install": "pip install -e ."}, {"kind": "script", "tests": "tests"},
+              "put it in the environment's Dockerfile"),
+             ({"workdir": "/app"}, {"kind": "script", "tests": "tests", "script": "run.sh"}, "not found")]
+    for i, (task, grader, words) in enumerate(cases):
+        folder, _ = _task_folder(tmp_path / str(i), task, grader)
+        loaded, problems = load_task(folder, tmp_path / str(i) / "graders", ROOT / "images")
+        assert loaded is None and any(words in p.message for p in problems), (task, grader, problems)
+    folder, _ = _task_folder(tmp_path / "ok", {"workdir": "/app"}, {"kind": "script", "tests": "tests",
+                                                                   "solution": None})
+    loaded, problems = load_task(folder, tmp_path / "ok" / "graders", ROOT / "images")
+    assert problems == [] and loaded is not None and loaded.config.workdir == "/app"
+
+
+def test_a_manifest_that_gives_less_than_a_task_requires_is_refused_by_name(tmp_path):
+    from orchestrator.job import task_limits
+    from orchestrator.agents import BudgetLimits
+    from orchestrator.manifest import EnvironmentConfig
+    from orchestrator.taskload import load_task, requirement_problems
+
+    folder, _ = _task_folder(tmp_path, {"workdir": "/app", "deadline_seconds": 120,
+                                        "requires": {"cpus": 2, "memory_mb": 4096, "storage_mb": 100,
+                                                     "network": "none"}},
+                             {"kind": "script", "tests": "tests", "solution": None})
+    task, problems = load_task(folder, tmp_path / "graders", ROOT / "images")
+    assert problems == [] and task is not None
+    small = EnvironmentConfig(cpu_limit=1.0, cpu_reservation=1.0, memory_limit_mb=2048, memory_reservation_mb=1024,
+                              disk_limit_mb=2048)
+    found = {p.field: p.message for p in requirement_problems(task, small)}
+    assert set(found) == {"requires.cpus", "requires.memory_mb"}
+    assert "requires 2; the manifest's environment.cpu_limit gives 1" in found["requires.cpus"]
+    assert requirement_problems(task, EnvironmentConfig(cpu_limit=2.0, cpu_reservation=1.0, memory_limit_mb=4096,
+                                                        memory_reservation_mb=1024,
+                                                        network_policy="model-api-only")) == []
+    assert task_limits(BudgetLimits(deadline_seconds=1800), task).deadline_seconds == 120
+    assert task_limits(BudgetLimits(deadline_seconds=60), task).deadline_seconds == 60
