@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shutil
 import tarfile
@@ -43,6 +44,7 @@ from .errors import ImageBuildError, TrialboxError
 from .harbortoml import HarborTask, Refusal, fetches, read_task_toml
 from .hashing import tree_sha256
 from .images import NO_PARENT, build_recipe, load_recipe
+from .sandbox.disks import workspace_filter
 from .settings import Settings
 from .taskload import SYSTEM_PATHS, load_task
 
@@ -106,10 +108,30 @@ def _pin_from(dockerfile: str, base_images: dict[str, str], resolve: Callable[[s
     return "\n".join((["ARG BASE"] if parent else []) + lines) + "\n", parent
 
 
+def _links_out(source: Path) -> list[tuple[str, str]]:
+    """Symbolic links of the task folder that would bring in something from outside it: the folder's own entries
+    (``instruction.md``, ``tests``…) may not be links at all; links inside ``tests``, ``solution`` and
+    ``environment`` must stay inside the task folder (the importer copies them as links)."""
+    out = []
+    root = source.resolve()
+    for name in ("task.toml", "instruction.md", "tests", "solution", "environment"):
+        if (source / name).is_symlink():
+            out.append((name, "a symbolic link: the task's files must be in its folder, not brought in from elsewhere"))
+    for name in ("tests", "solution", "environment"):
+        folder = source / name
+        if not folder.is_dir() or folder.is_symlink():
+            continue
+        for path in sorted(folder.rglob("*")):
+            if path.is_symlink() and not (path.parent.resolve() / os.readlink(path)).resolve().is_relative_to(root):
+                out.append((path.relative_to(source).as_posix(), f"a symbolic link to {os.readlink(path)!r}, outside "
+                                                                 "the task folder"))
+    return out
+
+
 def _workdir_problem(workdir: str) -> str | None:
     if not workdir or workdir == "/":
-        return "the environment sets no working directory (WORKDIR): the task's files have no place to be " \
-               "the workspace"
+        return "the environment sets no working directory (WORKDIR, or [environment] workdir): the task's files " \
+               "have no place to be the workspace"
     if any(workdir == p or workdir.startswith(p + "/") or p.startswith(workdir.rstrip("/") + "/")
            for p in SYSTEM_PATHS):
         return f"the working directory {workdir} is (or holds, or is inside) a system folder"
@@ -134,8 +156,10 @@ def _extract(client: docker.DockerClient, image_id: str, workdir: str, dest: Pat
     data.seek(0)
     root = PurePosixPath(workdir).name
     dropped = set()
+    copies: list[tuple[tarfile.TarInfo, tarfile.TarInfo]] = []
     with tarfile.open(fileobj=data) as tar:
         members = []
+        by_name = {m.name: m for m in tar.getmembers()}  # before any is renamed
         for member in tar.getmembers():
             rel = PurePosixPath(member.name)
             if rel.parts and rel.parts[0] == root:
@@ -144,17 +168,36 @@ def _extract(client: docker.DockerClient, image_id: str, workdir: str, dest: Pat
                 if str(rel) != ".":
                     dropped.add(".git")
                 continue
-            if member.isdev() or member.isfifo() or member.islnk():
+            if member.isdev() or member.isfifo():
                 dropped.add(str(rel))
+                continue
+            if member.islnk():  # a hard link becomes a copy of its target (git keeps no hard links)
+                target = by_name.get(member.linkname)
+                if target is None or not target.isreg():
+                    dropped.add(str(rel))
+                    continue
+                copy = tarfile.TarInfo(str(rel))
+                copy.size, copy.mode, copy.mtime = target.size, target.mode, target.mtime
+                copies.append((copy, target))
                 continue
             member.name = str(rel)
             members.append(member)
         dest.mkdir(parents=True, exist_ok=True)
-        # "tar": names stay inside dest; symbolic links are kept as they are (data in the repository)
-        tar.extractall(dest, members=members, filter="tar")
+        # symbolic links are kept as they are (data in the repository); every name stays inside dest
+        tar.extractall(dest, members=members, filter=workspace_filter)
+        for copy, target in copies:
+            fh = tar.extractfile(target)
+            if fh is not None:
+                out = dest / copy.name
+                workspace_filter(copy, str(dest))  # raises when its place is outside dest
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(fh.read())
+                out.chmod(copy.mode & 0o755 | 0o600)
     if dropped:
-        notes.append(f"left out of the workspace: {sorted(dropped)[:10]} (history, hard links, devices and pipes "
-                     f"are never part of a task's initial state)")
+        notes.append(f"left out of the workspace: {sorted(dropped)[:10]} (history, devices and pipes are never "
+                     f"part of a task's initial state)")
+    if copies:
+        notes.append(f"{len(copies)} hard link(s) became copies of their targets (a repository holds no hard links)")
     return notes
 
 
@@ -196,6 +239,8 @@ def import_task(source: Path, tasks_dir: Path, graders_dir: Path, images_dir: Pa
     def refuse(fld: str, reason: str) -> None:
         result.refusals.append(Refusal(h.name, fld, reason))
 
+    for problem in _links_out(source):
+        refuse(*problem)
     env_dir = source / "environment"
     compose = (env_dir / "docker-compose.yaml").is_file() or (env_dir / "docker-compose.yml").is_file()
     if compose:
@@ -244,7 +289,7 @@ def import_task(source: Path, tasks_dir: Path, graders_dir: Path, images_dir: Pa
         record = build_recipe(client, images_dir, load_recipe(f"{task_id}:environment", out_task / "environment"),
                               settings, say)
         with docker_errors():
-            workdir = str(client.images.get(record.image_id).attrs.get("Config", {}).get("WorkingDir") or "")
+            workdir = h.workdir or str(client.images.get(record.image_id).attrs.get("Config", {}).get("WorkingDir") or "")
         why = _workdir_problem(workdir)
         if why:
             refuse("environment/Dockerfile", why)
@@ -260,9 +305,14 @@ def import_task(source: Path, tasks_dir: Path, graders_dir: Path, images_dir: Pa
             refuse(p.field, f"the imported task does not load: {p.message}")
         if problems:
             raise _Refused()
-    except (_Refused, ImageBuildError) as exc:
+    except (_Refused, ImageBuildError, tarfile.TarError, TrialboxError) as exc:
         if isinstance(exc, ImageBuildError):
             refuse("environment/Dockerfile", f"the environment does not build: {exc.message}")
+        elif isinstance(exc, tarfile.TarError):
+            refuse("environment/Dockerfile", f"the working directory {result.workdir} cannot be taken as the task's "
+                                             f"repository: {exc}")
+        elif isinstance(exc, TrialboxError):
+            refuse("environment/Dockerfile", exc.message)
         for folder in (out_task, out_grader):
             shutil.rmtree(folder, ignore_errors=True)
     return result

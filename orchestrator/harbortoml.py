@@ -18,6 +18,7 @@ of three places, so nothing is dropped silently:
 
 from __future__ import annotations
 
+import posixpath
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from typing import Any
 
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.I)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+TEMPLATE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}")
 TOP_KEYS = {"version", "schema_version", "source", "task", "metadata", "verifier", "agent", "environment",
             "solution"}
 
@@ -57,6 +59,8 @@ class HarborTask:
     network: str = "any"
     """``none`` (the task declares no network) or ``any`` (public: trialbox runs stricter, as its manifest says)."""
     docker_image: str | None = None
+    workdir: str | None = None
+    """``[environment] workdir``: where the task's files are (else the image's WORKDIR)."""
     env: dict[str, str] = field(default_factory=dict)
     verifier_env: dict[str, str] = field(default_factory=dict)
     solution_env: dict[str, str] = field(default_factory=dict)
@@ -120,6 +124,9 @@ class _Reader:
         for k, v in value.items():
             if not ENV_NAME.match(str(k)) or isinstance(v, (dict, list)):
                 self.refuse(f"{key}.{k}", f"expected NAME = value, got {k!r} = {v!r}")
+            elif isinstance(v, str) and TEMPLATE.search(v):
+                self.refuse(f"{key}.{k}", f"{v!r} takes its value from the host's environment: trialbox never passes "
+                                          "the host's variables into a sandbox or a grader")
             else:
                 out[str(k)] = str(v).lower() if isinstance(v, bool) else str(v)
         return out
@@ -182,7 +189,7 @@ def _environment(task: HarborTask, table: Any) -> None:
         r.refuse("gpus", f"{gpus}: trialbox's sandboxes have no GPU")
     elif gpu_types:
         r.note("gpu_types", "no GPU is requested: nothing to apply")
-    if r.pop("tpu") is not None:
+    if r.pop("tpu"):
         r.refuse("tpu", "trialbox's sandboxes have no TPU")
     allow = r.pop("allow_internet")
     if allow is not None:
@@ -195,6 +202,12 @@ def _environment(task: HarborTask, table: Any) -> None:
     for name in ("PATH", "HOME", "PYTHONPATH"):
         if name in task.env:
             r.refuse(f"env.{name}", "set by trialbox (the image's PATH is kept; HOME is the sandbox's)")
+    workdir = r.pop("workdir")
+    if workdir is not None:
+        if isinstance(workdir, str) and workdir.startswith("/") and posixpath.normpath(workdir) == workdir.rstrip("/"):
+            task.workdir = workdir.rstrip("/") or "/"
+        else:
+            r.refuse("workdir", f"expected a normalised absolute path, got {workdir!r}")
     image = r.pop("docker_image")
     if image is not None:
         task.docker_image = str(image)
@@ -207,7 +220,7 @@ def _environment(task: HarborTask, table: Any) -> None:
     for key, why in (("healthcheck", "trialbox starts a single container and waits for no service"),
                      ("mcp_servers", "trialbox offers the agent no MCP server (its tools are the tool contract)"),
                      ("skills_dir", "trialbox gives the agent nothing beyond the instruction and the workspace")):
-        if r.pop(key) is not None:
+        if r.pop(key):  # an empty list or table asks for nothing
             r.refuse(key, why)
     r.rest()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from .canaries import Canaries, new_canaries
 from .grading.tree import Tree, tree_from_tar
 from .repos import materialize
-from .sandbox.base import SandboxSpec
+from .sandbox.base import SandboxSpec, home_for
 from .settings import load_settings
 from .tasks import Task
 
@@ -40,5 +40,6 @@ def prepare(task: Task, spec: SandboxSpec, with_canaries: bool = False) -> Prepa
     canaries = new_canaries() if with_canaries else None
     repo = materialize(task, load_settings().repos_dir)
     env = {**spec.env, **task.runtime.sandbox_env(), **(canaries.env() if canaries else {})}
-    resolved = dataclasses.replace(spec, workspace_seed=str(repo.tar_path), env=env, workdir=task.config.workdir)
+    resolved = dataclasses.replace(spec, workspace_seed=str(repo.tar_path), env=env, workdir=task.config.workdir,
+                                   home=home_for(task.config.workdir))
     return Prepared(resolved, repo.tar_path, tree_from_tar(repo.tar_path), canaries)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from .errors import RepoError
 from .hashing import sha256_bytes, tree_sha256
+from .sandbox.disks import workspace_filter
 from .tasks import Task, git_env, trusted_git_dir
 
 FIXED_DATE = "2000-01-01T00:00:00+0000"
@@ -82,7 +83,7 @@ def _export_source(task: Task, dest: Path) -> None:
     if proc.returncode != 0:
         raise RepoError(f"git archive {r.commit} failed in {src}: {proc.stderr.decode(errors='replace').strip()}")
     with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as tf:
-        tf.extractall(dest, filter="data")
+        tf.extractall(dest, filter=workspace_filter)
 
 
 def _strip_git_dir(git_dir: Path) -> None:

@@ -59,6 +59,7 @@ from .images import ImageRecord, build_recipe
 from .manifest import LoadedManifest, NopCandidate, OracleCandidate
 from .repos import materialize
 from .sandbox.base import SandboxSpec
+from .sandbox.disks import workspace_filter
 from .sandbox.base import SandboxFactory, SandboxHost
 from .sandbox.docker import docker_host
 from .settings import load_settings
@@ -85,7 +86,7 @@ def _held_out(task: Task) -> dict[str, bytes]:
 
 def _history(tar: Path) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp, tarfile.open(tar) as tf:
-        tf.extractall(tmp, filter="data")
+        tf.extractall(tmp, filter=workspace_filter)
         proc = subprocess.run(["git", "-c", "safe.directory=*", "log", "--all", "--format=%H"], cwd=tmp,
                               capture_output=True, text=True, env=git_env())  # our own repository, made on the host
         return proc.stdout.split()

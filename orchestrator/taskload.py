@@ -64,9 +64,10 @@ def check_task_folder(c: TaskConfig, g: GraderConfig, folder: Path, grader_folde
     return out
 
 
-# Paths a workspace or a grader folder must not be mounted on or under: the system, trialbox's own mounts.
+# Paths a workspace or a grader folder must not be mounted on or under: the system, trialbox's own mounts
+# (``$HOME`` moves out of a workspace at /home/agent: ``sandbox.base.home_for``).
 SYSTEM_PATHS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
-                "/sys", "/tmp", "/usr", "/var", "/home/agent", "/opt/trialbox-grader", "/trialbox")
+                "/sys", "/tmp", "/usr", "/var", "/trialbox-home", "/opt/trialbox-grader", "/trialbox")
 
 
 def _clash(a: str, b: str) -> bool:

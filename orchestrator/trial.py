@@ -50,7 +50,7 @@ from .manifest import EnvironmentConfig, LoadedManifest
 from .prepare import Prepared, prepare
 from .result import TrialResult
 from .resultparts import AgentRun, AttemptUsage, Conditions, PreviousAttempt
-from .sandbox.base import SandboxHost, SandboxSpec
+from .sandbox.base import home_for, SandboxHost, SandboxSpec
 from .sandbox.meter import Usage
 from .store import AttemptPaths, RunPaths, slug
 from .tasks import Task
@@ -98,7 +98,8 @@ def sandbox_spec(spec: TrialSpec) -> SandboxSpec:
         labels={RUN_LABEL: spec.run_id, TRIAL_LABEL: spec.trial_id, ATTEMPT_LABEL: str(spec.attempt)},
         cpu_limit=env.cpu_limit, cpu_reservation=env.cpu_reservation, memory_limit_mb=env.memory_limit_mb,
         memory_reservation_mb=env.memory_reservation_mb, pids_limit=env.pids_limit, disk_limit_mb=env.disk_limit_mb,
-        network="none", runtime=env.runtime, workdir=spec.task.config.workdir, mounts=solution_mount(spec))
+        network="none", runtime=env.runtime, workdir=spec.task.config.workdir, home=home_for(spec.task.config.workdir),
+        mounts=solution_mount(spec))
 
 
 def solution_mount(spec: TrialSpec) -> tuple[tuple[str, str], ...]:

@@ -23,7 +23,8 @@ from .diff import Diff, is_artifact
 from .tree import Tree, leaves_workspace
 from .runner import TestRun
 
-PROTECTED_NAMES = {"conftest.py", "pytest.ini", "tox.ini", "sitecustomize.py", "usercustomize.py"}
+PROTECTED_NAMES = {"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
+                   "sitecustomize.py", "usercustomize.py"}
 CONFIG_SECTIONS = ("[tool:pytest]", "[tool.pytest", "[pytest]", "[tox", "[testenv")
 NETWORK_COMMAND = re.compile(
     r"\b(curl|wget|nc|ncat|netcat|ssh|scp|sftp|ftp|telnet|ping|nslookup|dig)\b|\bpip3?\s+(install|download)\b"
@@ -62,6 +63,10 @@ def _protected(path: str, original: Tree, final: Tree) -> bool:
     base = posixpath.basename(path)
     if base in PROTECTED_NAMES or base.endswith(".pth"):
         return True
+    if base == "entry_points.txt" and posixpath.dirname(path).endswith((".dist-info", ".egg-info")):
+        # a pytest plugin by entry point: pytest loads it wherever its folder is on the path
+        texts = [t for t in (original.files.get(path), final.files.get(path)) if t is not None]
+        return any(b"pytest11" in t for t in texts)
     if base in ("setup.cfg", "pyproject.toml"):
         texts = [t.decode("utf-8", "replace") for t in (original.files.get(path), final.files.get(path)) if t is not None]
         return any(section in text for text in texts for section in CONFIG_SECTIONS)

@@ -2,59 +2,94 @@
 
 This is the verifier contract of Harbor tasks (``tests/test.sh`` writing ``reward.txt`` or ``reward.json``),
 run under trialbox's rules. Into a new sandbox from the task's environment image (no network, the grader's
-limits, the task's environment variables) go the final workspace, at the task's ``workdir``, and, at grading
-time only, the grader folder's ``tests``, mounted read-only at ``tests_mount`` (outside the workspace: nothing
-that runs in the grader can change them); the reward folder is a scratch folder created empty. The script runs with bash as the sandbox's unprivileged
-user, in the workspace, with the grader's ``env``, within the grader's time limit. The reward is read by
-trialbox from the reward folder: ``reward.txt`` (one number, the metric ``reward``) or else ``reward.json``
-(an object of named numbers); accepted exactly when the grader's ``acceptance`` holds.
+limits, the task's environment variables) go the final workspace at the task's ``workdir``, without the
+bytecode and test caches any run leaves (``diff.is_artifact``: a planted ``.pyc`` would otherwise run in place
+of its source), and, at grading time only, the grader folder's ``tests``, mounted read-only at ``tests_mount``
+(outside the workspace: nothing that runs in the grader can change them); the reward folder is a scratch folder
+created empty. The script runs with bash as the sandbox's unprivileged user, in the workspace, with the
+grader's ``env``, within the grader's time limit. When it exits, **every process left in the container is
+killed** before anything is read, so nothing the script started can write the reward late or swap it between
+its check and its read. The reward is read by trialbox: ``reward.txt`` (one number, the metric ``reward``) or
+else ``reward.json`` (an object of named numbers), each a regular file (never a symbolic link), small, and
+parsing as the contract says; accepted exactly when the grader's ``acceptance`` holds.
 
-What is checked, beyond the number (each failure an integrity problem of the trial, a rejection):
+Cross-checks (each failure an integrity problem of the trial, a rejection):
 
 * the reward folder is empty when the script starts (it is new: nothing the agent wrote can be there);
-* the reward file is a regular file, small, and parses as the contract says (never a symbolic link);
-* the reward does not change after the script has exited (a process left behind, for example one the code
-  under test started, writing it late);
-* the script was not killed by a signal after a reward at or above the acceptance was written (code under
-  test that writes the reward and then kills the script before the script's own verdict);
-* nothing the agent added or changed replaces what the script runs: a file or folder at the workspace's top
-  level named like a module the environment's Python loads to run pytest (``pytest.py``, ``_pytest/``,
-  ``unittest``, the standard modules loaded at start-up: ``python -m pytest`` in the workspace would run the
-  agent's), or a file in a folder of the script's ``PATH`` that lies inside the workspace;
-* every pytest session the script ran finished (``grader_tools/witness``: a plugin made discoverable on the
-  script's Python path records each session's start and end outside the workspace): a session that started
-  and never finished, while the reward says accepted, is code under test that wrote the reward and ended the
-  runner (``os._exit``) before any test could fail. A script that runs pytest another way loads no witness,
-  and nothing is checked.
+* the script was not killed by a signal after a passing reward was written (code under test that writes the
+  reward and then kills the script before the script's own verdict);
+* nothing the agent added or changed replaces what the script runs: an importable module at the workspace's
+  top level (``name.py``, ``name/__init__.py``, ``name*.so``) named like a module the environment's Python
+  loads to run pytest (``pytest``, ``_pytest``, ``unittest``, the standard modules loaded at start-up:
+  ``python -m pytest`` in the workspace would import the agent's), or an executable in a folder of the
+  script's ``PATH`` that lies inside the workspace;
+* the pytest sessions the script ran (``grader_tools/witness``, a plugin made discoverable on the script's
+  Python path, appends each session's start and end to a record outside the workspace that trialbox opens
+  with a random header): with a passing reward, the record must still carry its header, every session that
+  started must have finished, and at least one must have finished with every test passing. A script that runs
+  pytest another way loads no witness, and then nothing of this is checked.
 
 What cannot be checked, and the pytest grader can: the script's test runner runs the code under test in its
-own process, so that code can write the reward itself, forge the witness's record (it can read this code) and
-exit cleanly; there is no tripwire and no second result channel of the script's own. The scope criterion still rejects the planted files that
-usually carry such tampering (``conftest.py``, ``sitecustomize.py``, ``.pth`` files).
+own process, as the same user, so that code can write the reward itself and forge the witness's record
+consistently (it can read this code); there is no tripwire and no second result channel that code cannot
+reach. The scope criterion still rejects the planted files that usually carry such tampering (``conftest.py``,
+``sitecustomize.py``, ``.pth`` files, pytest configuration, a ``pytest11`` entry point in a ``.dist-info``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import posixpath
+import re
+import secrets
 import time
 import uuid
 
 from ..engine import ROLE_LABEL
 from ..errors import GraderInfraError, OutputLost, SandboxBroken, SandboxError
-from ..sandbox.base import READ_ATTEMPTS, Sandbox, SandboxFactory, SandboxSpec
+from ..sandbox.base import READ_ATTEMPTS, Sandbox, SandboxFactory, SandboxSpec, home_for
 from ..sandbox.meter import Usage
 from ..tasks import Task
+from .diff import is_artifact
 from .runner import TOOLS, TOOLS_MOUNT, GraderLimits, TestRun
 from .tree import Tree
 
 MAX_REWARD_BYTES = 64 << 10
+MAX_WITNESS_BYTES = 1 << 20
 WITNESS = "/tmp/.trialbox-witness.jsonl"
 RUN_SCRIPT = 'PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$1" exec bash "$2"'
 """The test script, with the witness's folder appended (last) to whatever Python path the environment has."""
-SETTLE_S = 0.5
-"""How long after the script exits the reward must stay unchanged."""
+# Kills every process left in the container but PID 1 (the engine's init) and the container's own command (the
+# oldest child of PID 1: everything the script left that was orphaned is adopted by PID 1 later), until a pass finds
+# none. bash builtins only (read, kill, globbing), like the exec timeout's own KILL_SCRIPT.
+KILL_LEFTOVERS = r"""
+me=$$; main=""
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  read -r st < "$d/stat" 2>/dev/null || continue
+  set -- ${st##*) }
+  if [ "$2" = 1 ] && { [ -z "$main" ] || [ "$p" -lt "$main" ]; }; then main=$p; fi
+done
+for pass in 1 2 3 4 5 6 7 8 9 10; do
+  found=""
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case "$p" in 1|"$me"|"$main") continue ;; esac
+    read -r st < "$d/stat" 2>/dev/null || continue
+    set -- ${st##*) }
+    [ "$1" = Z ] || found="$found $p"
+  done
+  [ -z "$found" ] && exit 0
+  kill -9 $found 2>/dev/null
+done
+exit 1
+"""
+READ_REGULAR = ('[ -L "$1" ] && { echo link; exit 0; }; [ -e "$1" ] || { echo absent; exit 0; }; '
+                '[ -f "$1" ] || { echo other; exit 0; }; n=$(wc -c < "$1") || exit 3; echo "file $n"; '
+                'exec cat -- "$1"')
+IMPORTABLE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\.py|/__init__\.py|(?:\.[^/]*)?\.so)$")
 PROBE = """
 import json, sys
 root = sys.argv[1]
@@ -65,45 +100,28 @@ except Exception:
     pass
 print(json.dumps(sorted({m.split(".")[0] for m in sys.modules} | {"pytest", "_pytest", "unittest"})))
 """
-LIST_REWARDS = ('cd "$1" || exit 3; for f in * .[!.]*; do [ -e "$f" ] || [ -L "$f" ] || continue; '
-                'if [ -L "$f" ]; then t=link; elif [ -f "$f" ]; then t=file; elif [ -d "$f" ]; then t=dir; '
-                'else t=other; fi; printf "%s %s %s\\n" "$t" "$(cksum < "$f" 2>/dev/null | tr " " :)" "$f"; done; '
-                'echo end')
-
-
-def _listing(sandbox: Sandbox, folder: str) -> dict[str, tuple[str, str]]:
-    """name → (type, checksum) of what the reward folder holds; the engine losing the output is retried."""
-    for attempt in range(READ_ATTEMPTS):
-        res = sandbox.exec(["sh", "-c", LIST_REWARDS, "sh", folder], timeout=30)
-        lines = res.text().splitlines()
-        if res.exit_code == 0 and lines and lines[-1] == "end":
-            out = {}
-            for line in lines[:-1]:
-                kind, _, rest = line.partition(" ")
-                checksum, _, name = rest.partition(" ")
-                out[name] = (kind, checksum)
-            return out
-        time.sleep(0.05 * (attempt + 1))
-    raise GraderInfraError("grader_output", f"the reward folder {folder} could not be listed")
 
 
 def parse_reward(name: str, data: bytes) -> dict[str, float]:
     """The metrics of a reward file; ``ValueError`` naming what is wrong."""
-    text = data.decode("utf-8", errors="strict").strip()
-    if name == "reward.txt":
-        value = float(text)
-        if not math.isfinite(value):
-            raise ValueError(f"reward.txt holds {text!r}, not a finite number")
-        return {"reward": value}
-    doc = json.loads(text)
-    if not isinstance(doc, dict) or not doc:
-        raise ValueError("reward.json is not a non-empty JSON object of named numbers")
-    out = {}
-    for key, value in doc.items():
-        if type(value) not in (int, float) or not math.isfinite(value):
-            raise ValueError(f"reward.json: {key!r} is {value!r}, not a finite number")
-        out[str(key)] = float(value)
-    return out
+    try:
+        text = data.decode("utf-8", errors="strict").strip()
+        if name == "reward.txt":
+            value = float(text)
+            if not math.isfinite(value):
+                raise ValueError(f"reward.txt holds {text[:40]!r}, not a finite number")
+            return {"reward": value}
+        doc = json.loads(text)
+        if not isinstance(doc, dict) or not doc:
+            raise ValueError("reward.json is not a non-empty JSON object of named numbers")
+        out = {}
+        for key, value in doc.items():
+            if type(value) not in (int, float) or not math.isfinite(value):
+                raise ValueError(f"reward.json: {str(key)[:40]!r} is {str(value)[:40]!r}, not a finite number")
+            out[str(key)] = float(value)
+        return out
+    except (UnicodeDecodeError, OverflowError, RecursionError) as exc:
+        raise ValueError(f"{name} cannot be read as numbers: {type(exc).__name__}") from exc
 
 
 def changed_paths(tree: Tree, original: Tree | None) -> list[str]:
@@ -115,32 +133,62 @@ def changed_paths(tree: Tree, original: Tree | None) -> list[str]:
     return sorted(out)
 
 
-def _replaced_runners(sandbox: Sandbox, workdir: str, changed: list[str]) -> list[str]:
+def without_artifacts(tree: Tree) -> Tree:
+    """``tree`` without bytecode and test caches (never graded; a planted ``.pyc`` would run in place of its source)."""
+    return dataclasses.replace(tree, files={p: b for p, b in tree.files.items() if not is_artifact(p)},
+                               symlinks={p: t for p, t in tree.symlinks.items() if not is_artifact(p)},
+                               executable={p for p in tree.executable if not is_artifact(p)})
+
+
+def replaced_runners(tree: Tree, workdir: str, changed: list[str], path_env: str, loaded: set[str]) -> list[str]:
     """What of the agent's changes would run in place of the script's own tools (see the module docstring)."""
-    if not changed:
-        return []
-    tops = {p.split("/", 1)[0].removesuffix(".py") for p in changed if "/" in p or p.endswith(".py")}
-    tops = {t for t in tops if t.isidentifier()}
+    out = []
+    root = workdir.rstrip("/")
+    for d in dict.fromkeys(x.rstrip("/") or "/" for x in path_env.split(":")):
+        if d != root and not d.startswith(root + "/"):
+            continue
+        rel = d[len(root) + 1:]
+        hits = [p for p in changed if posixpath.dirname(p) == rel and (p in tree.executable or p in tree.symlinks)]
+        out += [f"{p}: an executable added or changed in {d}, a folder of the test script's PATH (it would run in "
+                f"place of a command)" for p in hits]
+    names = {m.group(1) for p in changed if (m := IMPORTABLE.match(p))}
+    out += [f"{t}: the agent added or changed an importable module at the workspace's top level with the name of a "
+            f"module the environment's Python loads to run the tests (it would be imported in its place)"
+            for t in sorted(names & loaded)]
+    return out
+
+
+def _probe(sandbox: Sandbox, workdir: str) -> tuple[str, set[str]]:
+    """The script's PATH and the modules its Python loads to run pytest (none when it has no python3)."""
     res = sandbox.exec(["sh", "-c", 'printf "%s\\n" "$PATH"; command -v python3 >/dev/null 2>&1 || exit 0; '
                                     'cd / && exec python3 -I -c "$1" "$2"', "sh", PROBE, workdir], timeout=60)
     lines = res.text().splitlines()
-    out = []
-    path_dirs = [d.rstrip("/") for d in (lines[0].split(":") if lines else []) if d.startswith(workdir.rstrip("/") + "/")
-                 or d == workdir]
-    for d in path_dirs:
-        rel = d[len(workdir.rstrip("/")) + 1:]
-        hits = [p for p in changed if (posixpath.dirname(p) == rel) or (not rel and "/" not in p)]
-        out += [f"{p}: added or changed in {d}, a folder of the test script's PATH (it would run in place of a "
-                f"command)" for p in hits]
-    if len(lines) > 1:
+    try:
+        loaded = set(json.loads(lines[1])) if len(lines) > 1 else set()
+    except ValueError:
+        loaded = set()
+    return (lines[0] if lines else ""), loaded
+
+
+def read_regular(sandbox: Sandbox, path: str, max_bytes: int) -> tuple[str, bytes]:
+    """(kind, content) of ``path``: ``file`` with its bytes, else ``link``, ``absent`` or ``other``. The type is
+    checked in the command that reads it; the engine losing output is retried, ``ValueError`` when too large."""
+    for attempt in range(READ_ATTEMPTS):
         try:
-            loaded = set(json.loads(lines[1]))
-        except ValueError:
-            loaded = set()
-        out += [f"{t}: the agent's file or folder at the workspace's top level has the name of a module the "
-                f"environment's Python loads to run the tests (it would be imported in its place)"
-                for t in sorted(tops & loaded)]
-    return out
+            res = sandbox.exec(["sh", "-c", READ_REGULAR, "sh", path], timeout=60)
+        except OutputLost:
+            continue
+        head, newline, body = res.stdout.partition(b"\n")
+        words = head.decode(errors="replace").split()
+        if res.exit_code == 0 and newline and words and words[0] in ("link", "absent", "other"):
+            return words[0], b""
+        if res.exit_code == 0 and newline and len(words) == 2 and words[0] == "file" and words[1].isdigit():
+            if int(words[1]) > max_bytes:
+                raise ValueError(f"{path} is larger than {max_bytes} bytes")
+            if len(body) == int(words[1]):
+                return "file", body
+        time.sleep(0.05 * (attempt + 1))
+    raise GraderInfraError("grader_output", f"the engine kept losing the output of reading {path}")
 
 
 def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task, limits: GraderLimits, name: str,
@@ -150,26 +198,32 @@ def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task,
     ``GraderInfraError`` when the container cannot be set up. What it used is appended to ``usage``. With
     ``original``, the agent's changes (``tree`` against it) are checked for replacing the script's tools."""
     g, workdir = task.grader, task.config.workdir
+    tree = without_artifacts(tree)
     timeout = g.timeout_seconds or limits.timeout_s
     spec = SandboxSpec(image_id=image_id, name=f"{name}-{uuid.uuid4().hex[:6]}", cpu_limit=limits.cpu_limit,
                        cpu_reservation=limits.cpu_reservation, memory_limit_mb=limits.memory_limit_mb,
                        memory_reservation_mb=limits.memory_reservation_mb, pids_limit=limits.pids_limit,
-                       disk_limit_mb=limits.disk_limit_mb, network="none", workdir=workdir,
+                       disk_limit_mb=limits.disk_limit_mb, network="none", workdir=workdir, home=home_for(workdir),
                        # the held-out tests read-only (nothing in the grader can change them); the reward folder new
                        mounts=((str(task.grader_path(g.tests).resolve()), g.tests_mount),  # type: ignore[arg-type]
                                (str(TOOLS), TOOLS_MOUNT)),
                        scratch_dirs=(g.reward_dir,), env=task.runtime.sandbox_env(),
                        labels={**(labels or {}), ROLE_LABEL: "grader"})
     sandbox = sandboxes(spec)
+    header = json.dumps({"event": "header", "nonce": secrets.token_hex(16)})
     try:
         try:
             sandbox.start()
             sandbox.copy_in(tree.to_tar(), workdir)
-            before = _listing(sandbox, g.reward_dir)
-            replaced = _replaced_runners(sandbox, workdir, changed_paths(tree, original))
+            found = sandbox.exec(["sh", "-c", 'ls -A -- "$1" | wc -l', "sh", g.reward_dir], timeout=30).text().strip()
+            sandbox.write_file(WITNESS, (header + "\n").encode())
+            changed = changed_paths(tree, original)
+            replaced = replaced_runners(tree, workdir, changed, *_probe(sandbox, workdir)) if changed else []
         except (SandboxError, OSError) as exc:
             raise GraderInfraError("grader_start", str(exc)) from exc
-        run = _run(sandbox, task, timeout, before)
+        run = _run(sandbox, task, timeout, header)
+        if found != "0":
+            run.integrity.append(f"the reward folder {g.reward_dir} was not empty before the script ran ({found})")
         run.integrity[:0] = replaced
         return run
     finally:
@@ -180,103 +234,114 @@ def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task,
                 usage.append(sandbox.resources_used())
 
 
-def _run(sandbox: Sandbox, task: Task, timeout: float, before: dict[str, tuple[str, str]]) -> TestRun:
+def _run(sandbox: Sandbox, task: Task, timeout: float, header: str) -> TestRun:
     g = task.grader
     run = TestRun()
-    if before:
-        run.integrity.append(f"the reward folder {g.reward_dir} was not empty before the script ran: {sorted(before)}")
     script = f"{g.tests_mount.rstrip('/')}/{g.script}"
     try:
         res = sandbox.exec(["sh", "-c", RUN_SCRIPT, "sh", f"{TOOLS_MOUNT}/witness", script], timeout=timeout,
                            env={**g.env, "TRIALBOX_WITNESS": WITNESS})
-    except SandboxBroken as exc:
-        run.oom = exc.reason == "oom"
-        run.log_tail = f"grader sandbox broke: {exc.message}"
-        return run
-    run.exit_code, run.timed_out, run.oom = res.exit_code, res.timed_out, res.oom_killed
-    run.log_tail = (res.stdout.decode(errors="replace") + res.stderr.decode(errors="replace"))[-6000:]
-    if run.timed_out:  # a run that did not finish proves nothing
-        return run
-    after = _listing(sandbox, g.reward_dir)
-    time.sleep(SETTLE_S)
-    settled = _listing(sandbox, g.reward_dir)
-    if settled != after:
-        run.integrity.append("the reward changed after the test script had exited: a process it left behind "
-                             "wrote it")
-    _read_reward(sandbox, run, task, settled)
-    accepted = run.reward is not None and run.reward.get(g.acceptance.metric, -math.inf) >= g.acceptance.at_least
-    if accepted and (run.exit_code is None or run.exit_code >= 128):
-        run.integrity.append(f"the test script was killed (exit {run.exit_code}) after a passing reward was "
-                             "written: the reward did not come from the script's own verdict")
-    run.witness = _witness(sandbox)
-    unfinished = run.witness.get("unfinished") or []
-    if accepted and unfinished:
-        run.integrity.append(f"{len(unfinished)} pytest session(s) started and never finished (process "
-                             f"{unfinished[0]}) although the reward says accepted: the runner was ended from inside "
-                             "the tests")
+        run.exit_code, run.timed_out, run.oom = res.exit_code, res.timed_out, res.oom_killed
+        run.log_tail = (res.stdout.decode(errors="replace") + res.stderr.decode(errors="replace"))[-6000:]
+        if run.timed_out:  # a run that did not finish proves nothing
+            return run
+        if sandbox.own_pid_namespace:  # nothing the script left can write any more
+            sandbox.exec(["bash", "-c", KILL_LEFTOVERS], timeout=30)
+        _read_reward(sandbox, run, task)
+        accepted = run.reward is not None and run.reward.get(g.acceptance.metric, -math.inf) >= g.acceptance.at_least
+        if accepted and (run.exit_code is None or run.exit_code >= 128):
+            run.integrity.append(f"the test script was killed (exit {run.exit_code}) after a passing reward was "
+                                 "written: the reward did not come from the script's own verdict")
+        run.witness = _witness(sandbox, header)
+        if accepted:
+            run.integrity += witness_problems(run.witness)
+    except SandboxBroken as exc:  # the agent's code broke the grader's container: no result, the baseline decides
+        run.oom = run.oom or exc.reason == "oom"
+        run.reward, run.results_found = None, False
+        run.log_tail += f"\ngrader sandbox broke: {exc.message}"
     return run
 
 
-def witness_summary(text: str) -> dict:
-    """The witness's records, summarised: sessions started, finished (exit status, outcome counts), unfinished."""
+def witness_summary(text: str, header: str | None = None) -> dict:
+    """The witness's records, summarised: sessions started, finished (exit status, outcome counts), unfinished,
+    and whether the record still starts with trialbox's ``header``."""
+    lines = text.splitlines()
     started: list[int] = []
     finished: dict[int, dict] = {}
     malformed = 0
-    for line in text.splitlines()[:10_000]:
+    for line in lines[1:] if header is not None else lines:
         try:
             rec = json.loads(line)
             pid, event = int(rec["pid"]), rec["event"]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             malformed += 1
             continue
         if event == "start":
             started.append(pid)
         elif event == "finish":
             finished[pid] = {"exitstatus": rec.get("exitstatus"), "counts": rec.get("counts")}
-    out: dict = {"loaded": True, "sessions": len(started), "finished": [finished[p] for p in started if p in finished],
+    out: dict = {"loaded": bool(started), "sessions": len(started),
+                 "finished": [finished[p] for p in started if p in finished],
                  "unfinished": [p for p in started if p not in finished]}
+    if header is not None:
+        out["intact"] = bool(lines) and lines[0] == header
     if malformed:
         out["malformed_lines"] = malformed
     return out
 
 
-def _witness(sandbox: Sandbox) -> dict:
+def witness_problems(w: dict) -> list[str]:
+    """With a passing reward: what the witness's record contradicts (see the module docstring)."""
+    if not w.get("intact", True):
+        return ["the pytest witness's record was removed or rewritten during the test run"]
+    if not w.get("loaded"):
+        return []
+    out = []
+    if w["unfinished"]:
+        out.append(f"{len(w['unfinished'])} pytest session(s) started and never finished (process "
+                   f"{w['unfinished'][0]}) although the reward says accepted: the runner was ended from inside the "
+                   "tests")
+    clean = [f for f in w["finished"] if f.get("exitstatus") == 0 and isinstance(f.get("counts"), dict)
+             and f["counts"].get("passed") and not any(f["counts"].get(k) for k in ("failed", "error"))]
+    if w["finished"] and not clean:
+        out.append(f"no pytest session of the test script passed (exit statuses "
+                   f"{[f.get('exitstatus') for f in w['finished']]}) although the reward says accepted")
+    return out
+
+
+def _witness(sandbox: Sandbox, header: str) -> dict:
     try:
-        data = sandbox.read_file(WITNESS, max_bytes=1 << 20)
-    except OutputLost as exc:
-        raise GraderInfraError("grader_output", exc.message) from exc
-    except (SandboxError, ValueError):
-        return {"loaded": False}
-    return witness_summary(data.decode("utf-8", errors="replace"))
-
-
-def _read_reward(sandbox: Sandbox, run: TestRun, task: Task, listing: dict[str, tuple[str, str]]) -> None:
-    g = task.grader
-    names = [n for n in ("reward.txt", "reward.json") if n in listing]
-    if not names:
-        run.reward_note = f"no reward.txt or reward.json in {g.reward_dir}"
-        return
-    name = names[0]  # reward.txt first, as Harbor reads them
-    kind = listing[name][0]
+        kind, data = read_regular(sandbox, WITNESS, MAX_WITNESS_BYTES)
+    except ValueError:
+        return {"loaded": True, "intact": False, "note": f"larger than {MAX_WITNESS_BYTES} bytes"}
     if kind != "file":
-        run.integrity.append(f"{g.reward_dir}/{name} is a {kind}, not a regular file")
+        return {"loaded": False, "intact": False, "note": f"the record is {kind}"}
+    return witness_summary(data.decode("utf-8", errors="replace"), header)
+
+
+def _read_reward(sandbox: Sandbox, run: TestRun, task: Task) -> None:
+    g = task.grader
+    for name in ("reward.txt", "reward.json"):  # reward.txt first, as Harbor reads them
+        path = f"{g.reward_dir}/{name}"
+        try:
+            kind, data = read_regular(sandbox, path, MAX_REWARD_BYTES)
+        except ValueError as exc:
+            run.integrity.append(str(exc))
+            run.results_found = True
+            return
+        if kind == "absent":
+            continue
         run.results_found = True
+        if kind != "file":
+            run.integrity.append(f"{path} is a {kind}, not a regular file")
+            return
+        run.reward_source = name
+        try:
+            run.reward = parse_reward(name, data)
+        except ValueError as exc:
+            run.integrity.append(f"{path} is malformed: {exc}")
+            return
+        if g.acceptance.metric not in run.reward:
+            run.integrity.append(f"{path} has no metric {g.acceptance.metric!r} (it has {sorted(run.reward)[:10]})")
         return
-    try:
-        data = sandbox.read_file(f"{g.reward_dir}/{name}", max_bytes=MAX_REWARD_BYTES)
-    except OutputLost as exc:
-        raise GraderInfraError("grader_output", exc.message) from exc
-    except (SandboxError, ValueError) as exc:
-        run.integrity.append(f"{g.reward_dir}/{name} could not be read: {exc}")
-        run.results_found = True
-        return
-    run.results_found = True
-    run.reward_source = name
-    try:
-        run.reward = parse_reward(name, data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        run.integrity.append(f"{g.reward_dir}/{name} is malformed: {exc}")
-        return
-    if g.acceptance.metric not in run.reward:
-        run.integrity.append(f"{g.reward_dir}/{name} has no metric {g.acceptance.metric!r} "
-                             f"(it has {sorted(run.reward)})")
+    run.reward_note = f"no reward.txt or reward.json in {g.reward_dir}"

@@ -17,6 +17,15 @@ from .meter import Usage
 
 DEFAULT_USER = "1000:1000"
 WORKSPACE = "/workspace"
+HOME = "/home/agent"
+OTHER_HOME = "/trialbox-home"
+
+
+def home_for(workdir: str) -> str:
+    """The sandbox user's ``$HOME`` (a tmpfs): ``/home/agent``, unless the workspace is there (a Harbor task whose
+    working directory is ``/home/agent``), or holds it, or is inside it."""
+    clash = workdir == HOME or workdir.startswith(HOME + "/") or HOME.startswith(workdir.rstrip("/") + "/")
+    return OTHER_HOME if clash else HOME
 
 
 @dataclass(frozen=True)
@@ -44,7 +53,7 @@ class SandboxSpec:
     """Engine runtime name (the manifest allows runc or runsc)."""
     user: str = DEFAULT_USER
     workdir: str = WORKSPACE
-    home: str = "/home/agent"
+    home: str = HOME
     env: dict[str, str] = field(default_factory=dict)
     mounts: tuple[tuple[str, str], ...] = ()
     """Read-only bind mounts ``(host path, container path)``, e.g. the model proxy's socket folder."""
@@ -105,6 +114,9 @@ class Sandbox(abc.ABC):
     receive a ``SandboxFactory`` and use only what is on this contract; every
     error a method raises is a ``SandboxError`` (named below where it matters).
     """
+
+    own_pid_namespace: bool = True
+    """Its processes are alone in their PID namespace (a container): ``kill -1`` inside reaches only them."""
 
     spec: SandboxSpec
     info: SandboxInfo | None = None

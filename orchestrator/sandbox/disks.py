@@ -30,6 +30,16 @@ from ..errors import DiskError
 GOLDEN_FORMAT = 2  # bump when the way golden images are made changes
 
 
+def workspace_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """Extraction of a repository's files on the host: the ``data`` filter's rules (no name outside ``dest``, no
+    device, no hard link out, no set-id bits), except that a symbolic link keeps its target as it is, absolute or
+    leading out (``/usr/bin/python3`` in a virtual environment): a link is data, never followed on the host, and
+    a later member whose path would pass through it is still refused."""
+    if member.issym():
+        return tarfile.tar_filter(member, dest)
+    return tarfile.data_filter(member, dest)
+
+
 def _run(*cmd: str) -> str:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -74,7 +84,7 @@ def golden_disk(seed_tar: Path, size_mb: int, uid: int, gid: int, golden_dir: Pa
         root = Path(tmp) / "root"
         root.mkdir()
         with tarfile.open(seed_tar) as tf:
-            tf.extractall(root, filter="data")
+            tf.extractall(root, filter=workspace_filter)
         for dirpath, dirnames, filenames in os.walk(root):
             os.chown(dirpath, uid, gid)
             for name in dirnames + filenames:

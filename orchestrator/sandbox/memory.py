@@ -47,6 +47,7 @@ PATH = "/usr/local/bin:/usr/bin:/bin"
 class MemorySandbox(Sandbox):
     """See the module's docstring."""
 
+    own_pid_namespace = False  # its commands run on the host
     def __init__(self, spec: SandboxSpec) -> None:
         self.spec = spec
         self.token = uuid.uuid4().hex

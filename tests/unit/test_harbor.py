@@ -213,3 +213,84 @@ def test_a_manifest_that_gives_less_than_a_task_requires_is_refused_by_name(tmp_
                                                         network_policy="model-api-only")) == []
     assert task_limits(BudgetLimits(deadline_seconds=1800), task).deadline_seconds == 120
     assert task_limits(BudgetLimits(deadline_seconds=60), task).deadline_seconds == 60
+
+
+def test_the_workdir_key_and_empty_requests_are_honoured(tmp_path):
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "task.toml").write_text(
+        'version = "2.0"\n[environment]\nworkdir = "/app"\ngpus = 0\nmcp_servers = []\nallow_internet = true\n'
+        '[verifier.env]\n[solution.env]\n')
+    h = read_task_toml(tmp_path / "t")
+    assert h.refusals == [] and h.workdir == "/app" and h.network == "any"
+
+
+def test_home_moves_out_of_a_workspace_at_home_agent():
+    from orchestrator.sandbox.base import home_for
+
+    assert home_for("/app") == "/home/agent" and home_for("/workspace") == "/home/agent"
+    assert home_for("/home/agent") == "/trialbox-home" and home_for("/home") == "/trialbox-home"
+    assert home_for("/home/agent/project") == "/trialbox-home" and home_for("/home/user") == "/home/agent"
+
+
+def test_a_reward_too_big_for_a_float_is_malformed_not_a_crash():
+    with pytest.raises(ValueError, match="cannot be read as numbers"):
+        parse_reward("reward.json", b'{"reward": 1' + b"0" * 400 + b"}")
+    with pytest.raises(ValueError):
+        parse_reward("reward.txt", b"\xff\xfe")
+
+
+def test_the_witness_contradicts_a_passing_reward_only_with_evidence():
+    from orchestrator.grading.script import witness_problems
+
+    header = '{"event": "header", "nonce": "n"}'
+    ok = header + '\n{"event": "start", "pid": 5}\n{"event": "finish", "pid": 5, "exitstatus": 0, ' \
+                  '"counts": {"passed": 2}}\n'
+    assert witness_problems(witness_summary(ok, header)) == []
+    assert witness_problems(witness_summary(header + "\n", header)) == []  # pytest never ran: nothing to say
+    removed = witness_problems(witness_summary("", header))
+    assert removed and "removed or rewritten" in removed[0]
+    failed = header + '\n{"event": "start", "pid": 5}\n{"event": "finish", "pid": 5, "exitstatus": 1, ' \
+                      '"counts": {"passed": 1, "failed": 1}}\n'
+    assert "no pytest session of the test script passed" in witness_problems(witness_summary(failed, header))[0]
+    unfinished = header + '\n{"event": "start", "pid": 5}\n'
+    assert "never finished" in witness_problems(witness_summary(unfinished, header))[0]
+
+
+def test_only_importable_modules_and_executables_on_path_count_as_replacing_the_scripts_tools():
+    from orchestrator.grading.script import replaced_runners, without_artifacts
+
+    tree = Tree(files={"pytest.py": b"", "json/example.json": b"{}", "types/NOTES.md": b"", "unittest/__init__.py": b"",
+                       "_pytest.cpython-311-x86_64-linux-gnu.so": b"", "bin/pytest": b"", "bin/notes.txt": b""},
+                executable={"bin/pytest"})
+    found = replaced_runners(tree, "/app", sorted(tree.files), "/usr/bin:/app/bin",
+                             {"pytest", "_pytest", "unittest", "json", "types"})
+    assert [f.split(":")[0] for f in found] == ["bin/pytest", "_pytest", "pytest", "unittest"]
+    assert replaced_runners(tree, "/app", sorted(tree.files), "/usr/bin", set()) == []
+    stripped = without_artifacts(Tree(files={"a.py": b"", "pytest.pyc": b"", "stats/__pycache__/x.pyc": b""}))
+    assert sorted(stripped.files) == ["a.py"]
+
+
+def test_a_pytest_entry_point_in_the_workspace_is_protected():
+    from orchestrator.grading.criteria import _protected
+
+    plugin = Tree(files={"x-1.0.dist-info/entry_points.txt": b"[pytest11]\nx = stats.helpers\n"})
+    scripts = Tree(files={"mylib.egg-info/entry_points.txt": b"[console_scripts]\nmylib = mylib:main\n"})
+    assert _protected("x-1.0.dist-info/entry_points.txt", Tree(), plugin)
+    assert not _protected("mylib.egg-info/entry_points.txt", Tree(), scripts)
+    assert _protected(".pytest.ini", Tree(), Tree()) and _protected("pytest.toml", Tree(), Tree())
+
+
+def test_host_variables_and_paths_out_of_the_task_are_refused(tmp_path):
+    import os
+    from orchestrator.harbor import _links_out
+
+    (tmp_path / "t" / "tests").mkdir(parents=True)
+    (tmp_path / "t" / "task.toml").write_text('[verifier.env]\nOPENAI_API_KEY = "${OPENAI_API_KEY}"\n'
+                                              '[environment]\nworkdir = "/app/../etc"\n')
+    h = read_task_toml(tmp_path / "t")
+    assert sorted(r.field for r in h.refusals) == ["environment.workdir", "verifier.env.OPENAI_API_KEY"]
+    (tmp_path / "secret.txt").write_text("host secret\n")
+    os.symlink(tmp_path / "secret.txt", tmp_path / "t" / "instruction.md")
+    os.symlink("../../secret.txt", tmp_path / "t" / "tests" / "data.txt")
+    os.symlink("test.sh", tmp_path / "t" / "tests" / "run.sh")
+    assert [f for f, _ in _links_out(tmp_path / "t")] == ["instruction.md", "tests/data.txt"]
