@@ -128,6 +128,27 @@ def _links_out(source: Path) -> list[tuple[str, str]]:
     return out
 
 
+ABSOLUTE = re.compile(r"""["'](/(?:home|root|tmp|var|opt|srv|data|mnt|output|outputs|results|usr/local/share)"""
+                      r"""(?:/[^"'\s]*)?)["']""")
+
+
+def paths_outside(tests: Path, workdir: str) -> list[str]:
+    """Absolute paths the task's test files name that lie outside the workspace (and outside the grader's own
+    folders): where a shared-container harness would find what the agent left, and trialbox's grader cannot."""
+    found: list[str] = []
+    root = workdir.rstrip("/")
+    for path in sorted(tests.rglob("*")) if tests.is_dir() else []:
+        if not path.is_file() or path.is_symlink() or path.stat().st_size > 1 << 20:
+            continue
+        for m in ABSOLUTE.finditer(path.read_text(errors="replace")):
+            p = m.group(1).rstrip("/")
+            if p == root or p.startswith(root + "/") or root.startswith(p + "/") or p.startswith("/logs/"):
+                continue
+            if p not in found:
+                found.append(p)
+    return found
+
+
 def _workdir_problem(workdir: str) -> str | None:
     if not workdir or workdir == "/":
         return "the environment sets no working directory (WORKDIR, or [environment] workdir): the task's files " \
@@ -296,6 +317,12 @@ def import_task(source: Path, tasks_dir: Path, graders_dir: Path, images_dir: Pa
             raise _Refused()
         result.workdir = workdir
         result.notes += _extract(client, record.image_id, workdir, out_task / "repo")
+        outside = paths_outside(source / "tests", workdir)
+        if outside:
+            result.notes.append(f"the tests refer to {', '.join(outside[:4])}{' …' if len(outside) > 4 else ''}, "
+                                f"outside the workspace ({workdir}): only the workspace reaches trialbox's separate "
+                                f"grader, so what an agent leaves elsewhere is not graded (`tasks check` shows "
+                                f"whether the oracle still passes)")
         digest = "sha256:" + tree_sha256(source)
         (out_task / "task.yaml").write_text(yaml.safe_dump(_task_yaml(task_id, h, workdir, digest, source),
                                                            sort_keys=False, allow_unicode=True))

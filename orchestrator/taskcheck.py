@@ -178,8 +178,11 @@ def _agents(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str
     for spec in specs:
         result = run_trial(spec, loaded, host, paths)
         verdicts[spec.trial_id] = (result.verdict.to_dict(), paths.attempt(spec.trial_id, spec.attempt).grader_log)
+    if g.solution is None:
+        problems.append("no reference solution (graders/<id>/solution): the oracle abstains, so nothing shows "
+                        "that the tests can be passed")
     for tid, (v, log_file) in verdicts.items():
-        if "/oracle/" in tid and not v["accepted"]:
+        if "/oracle/" in tid and not v["accepted"] and g.solution is not None:
             failing = [c for c in v["criteria"] if c["critical"] and not c["passed"]]
             detail = "; ".join(criterion_detail(c) for c in failing[:3])
             tested = any(c["name"] in ("fail_to_pass", "pass_to_pass", "grader_integrity", "reward") for c in failing)

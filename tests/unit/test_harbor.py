@@ -294,3 +294,14 @@ def test_host_variables_and_paths_out_of_the_task_are_refused(tmp_path):
     os.symlink("../../secret.txt", tmp_path / "t" / "tests" / "data.txt")
     os.symlink("test.sh", tmp_path / "t" / "tests" / "run.sh")
     assert [f for f, _ in _links_out(tmp_path / "t")] == ["instruction.md", "tests/data.txt"]
+
+
+def test_paths_the_tests_expect_outside_the_workspace_are_named(tmp_path):
+    from orchestrator.harbor import paths_outside
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_outputs.py").write_text(
+        "A = '/home/agent/analysis.json'\nB = \"/workspace/out.json\"\nC = '/tmp/x.txt'\nD = '/logs/verifier/r'\n"
+        "E = '/usr/bin/python3'\n")
+    assert paths_outside(tmp_path / "tests", "/workspace") == ["/home/agent/analysis.json", "/tmp/x.txt"]
+    assert paths_outside(tmp_path / "tests", "/home/agent") == ["/tmp/x.txt"]
