@@ -62,6 +62,10 @@ class Imported:
     workdir: str = ""
     notes: list[str] = field(default_factory=list)
     refusals: list[Refusal] = field(default_factory=list)
+    tasks_dir: Path = Path(".")
+
+    def refuse(self, task: str, fld: str, reason: str) -> None:
+        self.refusals.append(Refusal(task, fld, reason))
 
 
 def task_folders(dirs: list[Path]) -> list[Path]:
@@ -249,40 +253,40 @@ def _grader_yaml(h: HarborTask, has_solution: bool) -> dict[str, Any]:
     return doc
 
 
+def _folder_refusals(source: Path, h: HarborTask, result: Imported, force: bool, out: tuple[Path, Path]) -> None:
+    """What of the folder itself cannot be honoured (before any engine is asked), and the notes on its scripts."""
+    for problem in _links_out(source):
+        result.refuse(h.name, *problem)
+    env_dir = source / "environment"
+    compose = (env_dir / "docker-compose.yaml").is_file() or (env_dir / "docker-compose.yml").is_file()
+    if compose:
+        result.refuse(h.name, "environment/docker-compose.yaml", "a multi-service compose environment cannot be "
+                                                                 "honoured: a trial is one sandbox container (and a "
+                                                                 "separate grader)")
+    if not (source / "instruction.md").is_file():
+        result.refuse(h.name, "instruction.md", "not found")
+    if not (source / "tests" / "test.sh").is_file():
+        result.refuse(h.name, "tests/test.sh", "not found: the task has no test script")
+    if not (env_dir / "Dockerfile").is_file() and h.docker_image is None and not compose:
+        result.refuse(h.name, "environment/Dockerfile", "not found, and task.toml names no docker_image")
+    for name in ("tests/test.sh", "solution/solve.sh"):
+        if (source / name).is_file() and (lines := fetches((source / name).read_text(errors="replace"))):
+            result.notes.append(f"{name} seems to download ({lines[0][:120]!r}): the grader and the sandbox have no "
+                                f"network; `tasks check` shows whether it still works")
+    for folder in out:
+        if folder.exists() and not force:
+            result.refuse(h.name, "", f"{folder} exists (--force replaces it)")
+
+
 def import_task(source: Path, tasks_dir: Path, graders_dir: Path, images_dir: Path, client: docker.DockerClient,
                 settings: Settings, base_images: dict[str, str], force: bool = False,
                 say: Callable[[str], None] | None = None) -> Imported:
     """Import one Harbor task folder (see the module docstring)."""
     h = read_task_toml(source)
     task_id = TASK_ID.sub("-", source.name).strip("-.") or "task"
-    result = Imported(task_id, source, notes=h.notes, refusals=h.refusals)
-
-    def refuse(fld: str, reason: str) -> None:
-        result.refusals.append(Refusal(h.name, fld, reason))
-
-    for problem in _links_out(source):
-        refuse(*problem)
-    env_dir = source / "environment"
-    compose = (env_dir / "docker-compose.yaml").is_file() or (env_dir / "docker-compose.yml").is_file()
-    if compose:
-        refuse("environment/docker-compose.yaml", "a multi-service compose environment cannot be honoured: a trial "
-                                                  "is one sandbox container (and a separate grader)")
-    if not (source / "instruction.md").is_file():
-        refuse("instruction.md", "not found")
-    if not (source / "tests" / "test.sh").is_file():
-        refuse("tests/test.sh", "not found: the task has no test script")
-    has_dockerfile = (env_dir / "Dockerfile").is_file()
-    if not has_dockerfile and h.docker_image is None and not compose:
-        refuse("environment/Dockerfile", "not found, and task.toml names no docker_image")
-    has_solution = (source / "solution" / "solve.sh").is_file()
-    for name in ("tests/test.sh", "solution/solve.sh"):
-        if (source / name).is_file() and (lines := fetches((source / name).read_text(errors="replace"))):
-            result.notes.append(f"{name} seems to download ({lines[0][:120]!r}): the grader and the sandbox have no "
-                                f"network; `tasks check` shows whether it still works")
+    result = Imported(task_id, source, notes=h.notes, refusals=h.refusals, tasks_dir=tasks_dir)
     out_task, out_grader = tasks_dir / task_id, graders_dir / task_id
-    for folder in (out_task, out_grader):
-        if folder.exists() and not force:
-            refuse("", f"{folder} exists (--force replaces it)")
+    _folder_refusals(source, h, result, force, (out_task, out_grader))
     if result.refusals:
         return result
 
@@ -296,60 +300,71 @@ def import_task(source: Path, tasks_dir: Path, graders_dir: Path, images_dir: Pa
     def recipe_id(name: str) -> str:
         return build_recipe(client, images_dir, load_recipe(name, images_dir / name), settings, say).image_id
 
+    env_dir = source / "environment"
+    has_dockerfile = (env_dir / "Dockerfile").is_file()
     text = (env_dir / "Dockerfile").read_text() if has_dockerfile else f"FROM {h.docker_image}\n"
     if has_dockerfile and h.docker_image is not None:
         result.notes.append("environment.docker_image: not used, the environment's Dockerfile is built (as Harbor "
                             "does for the local engine)")
-    pinned, parent = _pin_from(text, base_images, resolve, recipe_id, refuse)
+    pinned, parent = _pin_from(text, base_images, resolve, recipe_id, lambda f, why: result.refuse(h.name, f, why))
     if result.refusals:
         return result
     for folder in (out_task, out_grader):
         shutil.rmtree(folder, ignore_errors=True)
     try:
-        _write(source, out_task, out_grader, pinned, parent, has_solution, env_dir if has_dockerfile else None)
-        record = build_recipe(client, images_dir, load_recipe(f"{task_id}:environment", out_task / "environment"),
-                              settings, say)
-        with docker_errors():
-            workdir = h.workdir or str(client.images.get(record.image_id).attrs.get("Config", {}).get("WorkingDir") or "")
-        why = _workdir_problem(workdir)
-        if why:
-            refuse("environment/Dockerfile", why)
-            raise _Refused()
-        result.workdir = workdir
-        result.notes += _extract(client, record.image_id, workdir, out_task / "repo")
-        outside = paths_outside(source / "tests", workdir)
-        if outside:
-            result.notes.append(f"the tests refer to {', '.join(outside[:4])}{' …' if len(outside) > 4 else ''}, "
-                                f"outside the workspace ({workdir}): only the workspace reaches trialbox's separate "
-                                f"grader, so what an agent leaves elsewhere is not graded (`tasks check` shows "
-                                f"whether the oracle still passes)")
-        digest = "sha256:" + tree_sha256(source)
-        (out_task / "task.yaml").write_text(yaml.safe_dump(_task_yaml(task_id, h, workdir, digest, source),
-                                                           sort_keys=False, allow_unicode=True))
-        (out_grader / "grader.yaml").write_text(yaml.safe_dump(_grader_yaml(h, has_solution), sort_keys=False))
-        _, problems = load_task(out_task, graders_dir, images_dir)
-        for p in problems:
-            refuse(p.field, f"the imported task does not load: {p.message}")
-        if problems:
-            raise _Refused()
+        _write(source, out_task, out_grader, pinned, parent, env_dir if has_dockerfile else None)
+        _build_and_take(source, h, result, client, settings, images_dir, graders_dir, say)
     except (_Refused, ImageBuildError, tarfile.TarError, TrialboxError) as exc:
         if isinstance(exc, ImageBuildError):
-            refuse("environment/Dockerfile", f"the environment does not build: {exc.message}")
+            result.refuse(h.name, "environment/Dockerfile", f"the environment does not build: {exc.message}")
         elif isinstance(exc, tarfile.TarError):
-            refuse("environment/Dockerfile", f"the working directory {result.workdir} cannot be taken as the task's "
-                                             f"repository: {exc}")
+            result.refuse(h.name, "environment/Dockerfile", f"the working directory {result.workdir} cannot be taken "
+                                                            f"as the task's repository: {exc}")
         elif isinstance(exc, TrialboxError):
-            refuse("environment/Dockerfile", exc.message)
+            result.refuse(h.name, "environment/Dockerfile", exc.message)
         for folder in (out_task, out_grader):
             shutil.rmtree(folder, ignore_errors=True)
     return result
+
+
+def _build_and_take(source: Path, h: HarborTask, result: Imported, client: docker.DockerClient, settings: Settings,
+                    images_dir: Path, graders_dir: Path, say: Callable[[str], None] | None) -> None:
+    """Build the written environment, take its working directory as the repository, write the two YAML files
+    and load the task back; ``_Refused`` (after recording why) when any of it cannot be honoured."""
+    out_task, out_grader = result.tasks_dir / result.task_id, graders_dir / result.task_id
+    record = build_recipe(client, images_dir, load_recipe(f"{result.task_id}:environment", out_task / "environment"),
+                          settings, say)
+    with docker_errors():
+        workdir = h.workdir or str(client.images.get(record.image_id).attrs.get("Config", {}).get("WorkingDir") or "")
+    why = _workdir_problem(workdir)
+    if why:
+        result.refuse(h.name, "environment/Dockerfile", why)
+        raise _Refused()
+    result.workdir = workdir
+    result.notes += _extract(client, record.image_id, workdir, out_task / "repo")
+    outside = paths_outside(source / "tests", workdir)
+    if outside:
+        result.notes.append(f"the tests refer to {', '.join(outside[:4])}{' …' if len(outside) > 4 else ''}, "
+                            f"outside the workspace ({workdir}): only the workspace reaches trialbox's separate "
+                            f"grader, so what an agent leaves elsewhere is not graded (`tasks check` shows "
+                            f"whether the oracle still passes)")
+    digest = "sha256:" + tree_sha256(source)
+    (out_task / "task.yaml").write_text(yaml.safe_dump(_task_yaml(result.task_id, h, workdir, digest, source),
+                                                       sort_keys=False, allow_unicode=True))
+    has_solution = (source / "solution" / "solve.sh").is_file()
+    (out_grader / "grader.yaml").write_text(yaml.safe_dump(_grader_yaml(h, has_solution), sort_keys=False))
+    _, problems = load_task(out_task, graders_dir, images_dir)
+    for p in problems:
+        result.refuse(h.name, p.field, f"the imported task does not load: {p.message}")
+    if problems:
+        raise _Refused()
 
 
 class _Refused(Exception):
     """A refusal found after writing began: the partial folders are removed."""
 
 
-def _write(source: Path, out_task: Path, out_grader: Path, dockerfile: str, parent: str | None, has_solution: bool,
+def _write(source: Path, out_task: Path, out_grader: Path, dockerfile: str, parent: str | None,
            context: Path | None) -> None:
     out_task.mkdir(parents=True)
     out_grader.mkdir(parents=True)
@@ -363,5 +378,5 @@ def _write(source: Path, out_task: Path, out_grader: Path, dockerfile: str, pare
     # the recipe it builds on: the mapped trialbox recipe, or none (every FROM is pinned by image ID)
     (env / "environment.yaml").write_text(yaml.safe_dump({"from": parent or NO_PARENT}))
     shutil.copytree(source / "tests", out_grader / "tests", symlinks=True)
-    if has_solution:
+    if (source / "solution" / "solve.sh").is_file():
         shutil.copytree(source / "solution", out_grader / "solution", symlinks=True)
