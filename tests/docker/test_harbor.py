@@ -192,3 +192,34 @@ def test_the_script_grader_against_agents_that_do_not_do_the_work(imported, proj
     assert "reward.txt -> /logs/verifier/reward.txt" in plant and "t.sh -> ../tests/test.sh" in plant
     look = (run / "trials" / "fix-median-look-0" / "a1" / "events.jsonl").read_text()
     assert "No such file or directory" in look and "test_outputs.py" not in look and "solve.sh" not in look
+
+
+def test_the_built_in_agent_works_in_the_tasks_workdir(imported, project, repo_root, tmp_path):
+    """A model's relative paths and its commands land in the task's working directory (/app), and the tools it is
+    given name that directory."""
+    out, _ = imported
+    script = {"scripts": {"hb-key#fix-median": [
+        {"content": [{"type": "tool_use", "name": "read_file", "input": {"path": "stats/__init__.py"}}]},
+        {"content": [{"type": "tool_use", "name": "write_file", "input": {"path": "stats/__init__.py",
+                                                                           "content": HONEST}}]},
+        {"content": [{"type": "tool_use", "name": "bash", "input": {"command": "pwd && python3 -c 'import stats; "
+                                                                              "print(stats.median([1, 2, 3, 4]))'"}}]},
+        {"content": [{"type": "tool_use", "name": "submit", "input": {"summary": "median fixed"}}]}]}}
+    (tmp_path / "model.yaml").write_text(yaml.safe_dump(script))
+    manifest = yaml.safe_load((project / "examples" / "harbor.yaml").read_text())
+    manifest["candidates"] = [{"name": "claude", "agent": "claude", "model_snapshot": "scripted-model-1"}]
+    manifest["tasks"] = {"path": str(out / "tasks"), "graders": str(out / "graders"),
+                         "images": str(project / "images"), "select": ["fix-median"]}
+    manifest["execution"]["trials_per_task"] = 1
+    manifest["analysis"]["k"] = [1]
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(manifest))
+    run = tmp_path / "run"
+    cli("run", str(tmp_path / "m.yaml"), "--out", str(run), "--unchecked", "--scripted-model",
+        str(tmp_path / "model.yaml"), cwd=repo_root, check=0, env={"ANTHROPIC_API_KEY": "hb-key"})
+    assert outcomes(run) == {"fix-median/claude/0": "accepted"}
+    events = [json.loads(line) for line in (run / "trials/fix-median-claude-0/a1/events.jsonl").read_text().splitlines()]
+    tools = [e for e in events if e.get("kind") == "tool"]
+    assert [e["tool"] for e in tools] == ["read_file", "write_file", "bash", "submit"]
+    assert "ordered[len(ordered) // 2]" in tools[0]["output"]  # the original file, read from /app
+    assert "to /app/stats/__init__.py" in tools[1]["output"] and "/app\n2.5" in tools[2]["output"]
+    assert len([e for e in events if e.get("kind") == "model_call"]) == 4

@@ -305,3 +305,12 @@ def test_paths_the_tests_expect_outside_the_workspace_are_named(tmp_path):
         "E = '/usr/bin/python3'\n")
     assert paths_outside(tmp_path / "tests", "/workspace") == ["/home/agent/analysis.json", "/tmp/x.txt"]
     assert paths_outside(tmp_path / "tests", "/home/agent") == ["/tmp/x.txt"]
+
+
+def test_the_tools_a_model_is_given_name_the_tasks_workdir():
+    from orchestrator.agents.toolbox import TOOL_SPECS, tool_specs
+
+    assert tool_specs() == TOOL_SPECS  # the text of every existing task is unchanged
+    at_app = {t["name"]: t["description"] for t in tool_specs("/app")}
+    assert "working directory /app" in at_app["bash"] and "relative to /app" in at_app["read_file"]
+    assert all("/workspace" not in d for d in at_app.values())
