@@ -132,8 +132,9 @@ def _links_out(source: Path) -> list[tuple[str, str]]:
     return out
 
 
-ABSOLUTE = re.compile(r"""["'](/(?:home|root|tmp|var|opt|srv|data|mnt|output|outputs|results|usr/local/share)"""
-                      r"""(?:/[^"'\s]*)?)["']""")
+ROOTS = r"/(?:home|root|tmp|var|opt|srv|data|mnt|output|outputs|results|usr/local/share)"
+ABSOLUTE = re.compile(r"""["'](""" + ROOTS + r"""(?:/[^"'\s]*)?)["']""")
+UNDER_ROOTS = re.compile("^" + ROOTS + "(?:/|$)")
 
 
 def paths_outside(tests: Path, workdir: str) -> list[str]:
@@ -145,12 +146,31 @@ def paths_outside(tests: Path, workdir: str) -> list[str]:
         if not path.is_file() or path.is_symlink() or path.stat().st_size > 1 << 20:
             continue
         for m in ABSOLUTE.finditer(path.read_text(errors="replace")):
-            p = m.group(1).rstrip("/")
-            if p == root or p.startswith(root + "/") or root.startswith(p + "/") or p.startswith("/logs/"):
-                continue
-            if p not in found:
-                found.append(p)
+            for p in m.group(1).split(":"):  # a PATH-like list names several
+                p = p.rstrip("/")
+                if not UNDER_ROOTS.match(p) or "$" in p or p == root or p.startswith(root + "/") \
+                        or root.startswith(p + "/") or p.startswith("/logs/"):
+                    continue
+                if p not in found:
+                    found.append(p)
     return found
+
+
+def absent_from_image(client: docker.DockerClient, image_id: str, paths: list[str], most: int = 20) -> list[str]:
+    """Those of ``paths`` the image does not hold (what the image holds, the grader has too: only what an agent
+    would have to leave there is a concern)."""
+    out = []
+    with docker_errors():
+        container = client.containers.create(image_id, command=["true"], network_disabled=True)
+        try:
+            api = client.api
+            for path in paths[:most]:  # HEAD: the path's stat only, no archive streamed
+                res = api.head(api._url("/containers/{0}/archive", container.id), params={"path": path})
+                if res.status_code == 404:
+                    out.append(path)
+        finally:
+            container.remove(force=True)
+    return out
 
 
 def _workdir_problem(workdir: str) -> str | None:
@@ -342,7 +362,7 @@ def _build_and_take(source: Path, h: HarborTask, result: Imported, client: docke
         raise _Refused()
     result.workdir = workdir
     result.notes += _extract(client, record.image_id, workdir, out_task / "repo")
-    outside = paths_outside(source / "tests", workdir)
+    outside = absent_from_image(client, record.image_id, paths_outside(source / "tests", workdir))
     if outside:
         result.notes.append(f"the tests refer to {', '.join(outside[:4])}{' …' if len(outside) > 4 else ''}, "
                             f"outside the workspace ({workdir}): only the workspace reaches trialbox's separate "

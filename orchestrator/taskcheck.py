@@ -15,7 +15,9 @@ later steps that depend on it are not run):
    run has neither failed nor passed); every fail-to-pass test fails (a test
    whose module cannot be imported before the fix counts as failing, as in
    SWE-bench); every pass-to-pass test passes; the grader's channels agree;
-5. the oracle is accepted on every replicate and nop is not;
+5. the oracle is accepted on every replicate and nop is not (a failing solution
+   script is named with its exit code and output; the trials of a task's last
+   failed check are kept under the state folder, ``taskchecks/<task>``);
 6. no outcome changes between identical runs (flaky tests).
 
 A failure here is a *task-set error*: the task author's problem, never an
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import tarfile
 import tempfile
@@ -50,6 +53,7 @@ import docker
 from .agents import BudgetLimits
 from .backends import Admission
 from .errors import GraderInfraError, ImageBuildError, TestPatchError, TrialboxError
+from .events import read_events
 from .grading.tree import tree_from_tar
 from .grading.compose import compose
 from .grading.runner import GraderLimits, TestRun, run_tests
@@ -175,9 +179,14 @@ def _agents(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str
                        image_id, m.environment, limits) for i in range(replicates)]
     specs.append(TrialSpec(f"{task.id}/nop/0", run_id, task, NopCandidate(name="nop", agent="nop"), 0, image_id,
                            m.environment, limits))
+    solution_failures = []
     for spec in specs:
         result = run_trial(spec, loaded, host, paths)
-        verdicts[spec.trial_id] = (result.verdict.to_dict(), paths.attempt(spec.trial_id, spec.attempt).grader_log)
+        files = paths.attempt(spec.trial_id, spec.attempt)
+        verdicts[spec.trial_id] = (result.verdict.to_dict(), files.grader_log)
+        if "/oracle/" in spec.trial_id and g.solution_is_script and not result.verdict.accepted:
+            solution_failures += solution_script_failure(files.events)
+    problems += list(dict.fromkeys(solution_failures))
     if g.solution is None:
         problems.append("no reference solution (graders/<id>/solution): the oracle abstains, so nothing shows "
                         "that the tests can be passed")
@@ -208,6 +217,21 @@ def _agents(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str
 
 
 # --------------------------------------------------------------------------- the set
+def solution_script_failure(events_file: Path) -> list[str]:
+    """What the oracle's solution script said when it failed (its exit code and the tail of its output)."""
+    try:
+        events = read_events(events_file)
+    except (OSError, ValueError):
+        return []
+    for e in events:
+        if e.get("kind") == "tool" and e.get("tool") == "bash" and e.get("exit_code") not in (0, None):
+            tail = " ".join(str(e.get("output") or "").split())[-300:]
+            return [f"the solution script exited {e['exit_code']}: {tail}"]
+        if e.get("kind") == "tool" and e.get("tool") == "bash" and e.get("timed_out"):
+            return ["the solution script did not finish within the deadline"]
+    return []
+
+
 def build_environments(loaded: LoadedManifest, tasks: list[Task], client, say: Callable[[str], None]
                        ) -> tuple[dict[str, ImageRecord], dict[str, str]]:
     """Build every environment the tasks need (each once); returns the records and, per task that cannot be
@@ -270,6 +294,11 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                     problems = [f"the grader could not run on this task ({exc.kind}): {exc.detail[-500:]}"]
                 except TrialboxError as exc:
                     problems = [f"could not be checked: {exc.message}"]
+                if problems and (Path(tmp) / task.id).is_dir():  # the last failed check's trials are kept
+                    kept = load_settings().state_dir / "taskchecks" / task.id
+                    shutil.rmtree(kept, ignore_errors=True)
+                    shutil.copytree(Path(tmp) / task.id, kept, symlinks=True)
+                    problems.append(f"its check trials (events, diff, grader log per trial) are kept in {kept}")
                 check = TaskCheck(task.id, list(dict.fromkeys(problems)), time.monotonic() - start)
                 save_check(task, image_id, check)
                 head = "ok" if check.ok else f"PROBLEM  {printable(check.problems[0])}"

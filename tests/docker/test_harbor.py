@@ -223,3 +223,21 @@ def test_the_built_in_agent_works_in_the_tasks_workdir(imported, project, repo_r
     assert "ordered[len(ordered) // 2]" in tools[0]["output"]  # the original file, read from /app
     assert "to /app/stats/__init__.py" in tools[1]["output"] and "/app\n2.5" in tools[2]["output"]
     assert len([e for e in events if e.get("kind") == "model_call"]) == 4
+
+
+def test_tasks_check_names_a_broken_solution_script_and_keeps_its_trials(imported, project, repo_root, tmp_path):
+    import shutil
+
+    out, _ = imported
+    for kind in ("tasks", "graders"):
+        shutil.copytree(out / kind / "fix-median", tmp_path / kind / "fix-median", symlinks=True)
+    (tmp_path / "graders/fix-median/solution/solve.sh").write_text("#!/bin/bash\necho 'cannot find golden.py' >&2\n"
+                                                                   "exit 2\n")
+    manifest = yaml.safe_load((project / "examples" / "harbor.yaml").read_text())
+    manifest["tasks"] = {"path": str(tmp_path / "tasks"), "graders": str(tmp_path / "graders"),
+                         "images": str(project / "images"), "select": ["fix-median"]}
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(manifest))
+    res = cli("tasks", "check", str(tmp_path / "m.yaml"), "--replicates", "1", cwd=repo_root, check=1)
+    assert "the solution script exited 2: [stderr] cannot find golden.py" in res.stdout, res.stdout
+    kept = [line.split("kept in ", 1)[1].strip() for line in res.stdout.splitlines() if "are kept in" in line]
+    assert kept and list(Path(kept[0]).rglob("grader.log")), res.stdout

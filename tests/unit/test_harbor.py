@@ -314,3 +314,25 @@ def test_the_tools_a_model_is_given_name_the_tasks_workdir():
     at_app = {t["name"]: t["description"] for t in tool_specs("/app")}
     assert "working directory /app" in at_app["bash"] and "relative to /app" in at_app["read_file"]
     assert all("/workspace" not in d for d in at_app.values())
+
+
+def test_a_path_list_is_split_and_templates_are_skipped(tmp_path):
+    from orchestrator.harbor import paths_outside
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test.sh").write_text('export PATH="/opt/verifier-venv/bin:/usr/local/bin:${PATH}"\n'
+                                                "F='/opt/verifier-fixtures/known-hosts'\n")
+    assert paths_outside(tmp_path / "tests", "/app") == ["/opt/verifier-venv/bin", "/opt/verifier-fixtures/known-hosts"]
+
+
+def test_a_failing_solution_script_is_named_with_its_output(tmp_path):
+    import json as _json
+    from orchestrator.taskcheck import solution_script_failure
+
+    events = tmp_path / "events.jsonl"
+    events.write_text("\n".join(_json.dumps(e) for e in (
+        {"kind": "tool", "tool": "bash", "exit_code": 2, "output": "sed: can't read /solution/golden.sh\n[exit code: 2]"},
+        {"kind": "tool", "tool": "submit"})) + "\n")
+    assert solution_script_failure(events) == ["the solution script exited 2: sed: can't read /solution/golden.sh "
+                                               "[exit code: 2]"]
+    assert solution_script_failure(tmp_path / "missing.jsonl") == []
