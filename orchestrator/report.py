@@ -25,6 +25,7 @@ from .stats import (few_clusters_warning, interval_note, mean_interval, paired_d
 from .pertask import per_task_counts, per_task_values, rate_per_task, task_metric
 from .placement import nodes_section, saturation
 from .result import TrialResult
+from .stageclock import STAGES
 from .store import RunPaths, Store
 
 SCHEMA_VERSION = 1
@@ -80,6 +81,7 @@ def _candidate(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str],
     out["cost_per_accepted_usd"] = cost.to_dict()
     durations = [r.duration_s for r in rows if r.duration_s is not None]
     out["latency_p50_s"], out["latency_p95_s"] = quantile(durations, 0.5), quantile(durations, 0.95)
+    out["stages"] = stage_summary(rows)
     out["time_to_abandon_p50_s"] = quantile([r.duration_s for r in failed if r.duration_s is not None], 0.5)
     out["interventions"] = sum(r.interventions for r in rows)
     out["coverage"] = 1 - sum(r.abstained for r in rows) / len(rows) if rows else None
@@ -107,6 +109,20 @@ def _candidate(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str],
                 "n_trials": len(sub), "acceptance_rate": rate_per_task({t: per_task[t] for t in {r.task for r in sub}}),
                 **{f"{metric}@{a.k[0]}": _metric(metric, a.k[0], sub_tasks, cluster_of, a.confidence, m.experiment.seed)
                    for metric in ("pass_at_k", "pass_hat_k")}}
+    return out
+
+
+def stage_summary(rows: list[TrialResult]) -> dict[str, dict[str, float | None]]:
+    """Median and p95 seconds of each stage over the trials that recorded it, and the stage's share of the summed
+    time of all of them (the agent's share against the harness's); results of earlier versions record none."""
+    timed = [r.stage_seconds for r in rows if r.stage_seconds]
+    total = sum(sum(s.values()) for s in timed) or None
+    names = [s for s in STAGES if any(s in t for t in timed)] + sorted({k for t in timed for k in t} - set(STAGES))
+    out: dict[str, dict[str, float | None]] = {}
+    for name in names:
+        values = [t[name] for t in timed if name in t]
+        out[name] = {"trials": len(values), "median_s": quantile(values, 0.5), "p95_s": quantile(values, 0.95),
+                     "share": round(sum(values) / total, 4) if total else None}
     return out
 
 

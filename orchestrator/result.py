@@ -79,6 +79,8 @@ class TrialResult:
     workspace_digest: str | None = None
     events: int | None = None
     """How many events the attempt recorded (the store's copy; not in ``verdict.json``)."""
+    stage_seconds: Mapping[str, float] | None = None
+    """Where the attempt's time went, by stage (``stageclock.STAGES``); None in results of earlier versions."""
 
     # ---- the three ways a trial ends
     @classmethod
@@ -180,6 +182,8 @@ class TrialResult:
                 doc[name] = getattr(self, name)
         if self.changed_paths is not None:
             doc["changed_paths"] = list(self.changed_paths)
+        if self.stage_seconds is not None:
+            doc["stage_seconds"] = dict(self.stage_seconds)
         doc["verdict"] = self.verdict.to_dict()
         if self.events is not None:
             doc["events"] = self.events
@@ -204,4 +208,10 @@ class TrialResult:
             d.get("started_at"), d.get("finished_at"), d.get("duration_s"), d.get("events_anchor"),
             tuple(d.get("setup_outputs") or ()), d.get("sandbox"), tuple(d.get("models_served") or ()),
             d.get("grader_sha256"), None if changed is None else tuple(changed), d.get("workspace_digest"),
-            d.get("events"))
+            d.get("events"), _stages(d.get("stage_seconds")))
+
+
+def _stages(raw: Any) -> dict[str, float] | None:
+    if not isinstance(raw, Mapping):
+        return None
+    return {str(k): float(v) for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -84,6 +84,11 @@ def _candidate_lines(name: str, c: dict[str, Any]) -> list[str]:
         f" [{money(per['interval'][0])}, {money(per['interval'][1])}]" if per.get("interval") else "")
     lines.append(f"    cost {money(c['cost_usd_total'])}, per accepted run {per_text}"
                  f"; latency p50 {c['latency_p50_s'] or 0:.1f}s p95 {c['latency_p95_s'] or 0:.1f}s")
+    stages = c.get("stages") or {}
+    if stages:
+        lines.append("    time by stage (median, p95, share): " + ", ".join(
+            f"{name} {v['median_s']:.2f}s/{v['p95_s']:.2f}s/{v['share']:.0%}" for name, v in stages.items()
+            if v["median_s"] is not None and v["share"] is not None))
     split = c.get("cost") or {}
     if split:
         used = split["used"]

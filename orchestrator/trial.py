@@ -50,6 +50,7 @@ from .manifest import EnvironmentConfig, LoadedManifest
 from .prepare import Prepared, prepare
 from .result import TrialResult
 from .resultparts import AgentRun, AttemptUsage, Conditions, PreviousAttempt
+from .stageclock import lap, timing
 from .sandbox.base import home_for, SandboxHost, SandboxSpec
 from .sandbox.meter import Usage
 from .store import AttemptPaths, RunPaths, slug
@@ -174,7 +175,7 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, host: SandboxHost, paths:
 
     ``cancel`` (set on Ctrl-C) stops the trial before grading: it raises ``Cancelled``. ``env`` is where the
     agent's API key and base URL come from (default: this process's environment)."""
-    with structlog.contextvars.bound_contextvars(trial_id=spec.trial_id):
+    with structlog.contextvars.bound_contextvars(trial_id=spec.trial_id), timing() as clock:
         files = paths.attempt(spec.trial_id, spec.attempt)
         files.folder.mkdir(parents=True, exist_ok=True)
         for stale in files.folder.iterdir():  # a crashed earlier run of the same attempt left these: never mixed in
@@ -183,6 +184,7 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, host: SandboxHost, paths:
         agent = make_agent(spec.candidate, spec.task, loaded, env)
         prepared = prepare(spec.task, sandbox_spec(spec), with_canaries=True)  # the repository once; the spec resolved
         files.canaries.write_text(json.dumps(prepared.canaries.values))  # host-only: kept for regrading
+        lap("prepare")
         t = time.monotonic()
         host.ping()
         got = _Gathered(conditions={"load_at_start": os.getloadavg()[0],
@@ -196,7 +198,8 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, host: SandboxHost, paths:
                        usage=AttemptUsage.measured(got.sandbox_used, got.grader_used, got.events),
                        conditions=Conditions.from_dict(got.conditions),
                        models_served=tuple(sorted({str(e.get("model_served")) for e in got.events
-                                                   if e.get("kind") == "model_call"})), **got.recorded)
+                                                   if e.get("kind") == "model_call"})),
+                       stage_seconds=(lap("record"), clock.rounded())[1], **got.recorded)
         return write_result(result, files.folder).with_events(len(got.events))
 
 
@@ -240,10 +243,12 @@ def _agent_to_verdict(spec: TrialSpec, agent, prepared: Prepared, host: SandboxH
         got.stage = "export"  # from here on, everything processed is what the agent left
         final = export_workspace(session.sandbox, spec.task.config.workdir,
                                  limits=ExportLimits(max_bytes=spec.environment.disk_limit_mb << 20))
+        lap("export")
     if cancel is not None and cancel.is_set():
         raise Cancelled(spec.trial_id)
     got.events = read_events(files.events)
     final.to_tar(files.final_workspace)
+    lap("export")
     got.stage = "grading"
     graded = grade_trial(host.sandboxes, spec.grader_image, spec.task, prepared.original, final, got.events, stopped,
                          prepared.canaries.values, spec.environment.network_policy, spec.candidate.agent,

@@ -24,6 +24,7 @@ from ..events import EventLog
 from ..install import run_install
 from ..canaries import Canaries
 from ..prepare import Prepared
+from ..stageclock import lap
 from ..sandbox.base import Sandbox, SandboxFactory
 from ..sandbox.meter import Usage
 from ..tasks import Task
@@ -90,15 +91,18 @@ def _session(agent: Agent, task: Task, prepared: Prepared, sandboxes: SandboxFac
     events = EventLog(events_path, trial_id)
     try:
         sandbox.start()
+        lap("sandbox")
         outputs = _install(sandbox, task, prepared.repo_tar)
         if canaries is not None:
             _plant(sandbox, canaries)
+        lap("setup")
         budget = Budget(limits)  # the clock starts once the sandbox is ready
         toolbox = ToolBox(sandbox, events, budget, ask_user_reply=task.config.ask_user_reply)
         instruction = (task.folder / task.config.instruction).read_text()
         ctx = AgentContext(instruction, toolbox, budget, events, task.config.constraints.max_steps,
                            canaries.values if canaries else [], trial_id)
         result = run_agent(agent, ctx)
+        lap("agent")
         conditions = sandbox.conditions() if sandbox.is_running() else {}
         sandbox.stop()
         for worker in toolbox.pending:  # a file operation cut off at the deadline finishes now (its lease holder is
@@ -106,6 +110,7 @@ def _session(agent: Agent, task: Task, prepared: Prepared, sandboxes: SandboxFac
         if any(w.is_alive() for w in toolbox.pending):
             raise SandboxError("a file operation on the sandbox did not end after the sandbox stopped",
                                container=spec.name)
+        lap("stop")
         session = Session(result, sandbox, events, usage=conditions, setup_outputs=outputs)
         session.anchor = events.close()
         yield session
@@ -113,6 +118,7 @@ def _session(agent: Agent, task: Task, prepared: Prepared, sandboxes: SandboxFac
         events.close()
         try:
             sandbox.remove()
+            lap("cleanup")
         finally:
             if used is not None:
                 used.append(sandbox.resources_used())

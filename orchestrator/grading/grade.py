@@ -30,6 +30,7 @@ from .script import run_script
 from .verdict import GRADER_VERSION, Verdict, decide, infra_verdict
 from ..sandbox.base import SandboxFactory
 from ..sandbox.meter import Usage
+from ..stageclock import lap
 
 log = get_logger("grading")
 
@@ -139,6 +140,7 @@ def grade_trial(sandboxes: SandboxFactory, image_id: str, task: Task, original: 
     final, owned = owned_by_agent(final, original, owned_paths)
     view = without(final, setup_outputs)
     diff = compute_diff(original, view)
+    lap("grading")  # the diff, on the host
     used: list[Usage] = usage if usage is not None else []
     try:
         run = _test(sandboxes, image_id, final, original, task, limits, name, labels, used)
@@ -167,6 +169,7 @@ def grade_trial(sandboxes: SandboxFactory, image_id: str, task: Task, original: 
                                   "notes": notes["notes"][:50]}))
     verdict = dataclasses.replace(decide(crits, agent.stop_reason, broken_reason(events)),
                                   grader_version=grader_version(task))
+    lap("grading")  # the criteria, computed on the host
     return Grade(verdict, diff, run, sum(used, Usage()))
 
 

@@ -47,6 +47,7 @@ from ..engine import ROLE_LABEL
 from ..errors import GraderInfraError, OutputLost, SandboxBroken, SandboxError
 from ..sandbox.base import READ_ATTEMPTS, Sandbox, SandboxFactory, SandboxSpec
 from ..sandbox.meter import Usage
+from ..stageclock import lap
 from ..tasks import Task
 from ..install import InstallResult, restore_outputs, run_install, stash_outputs_and_clear
 from .compose import Composition, test_files
@@ -193,6 +194,7 @@ def run_tests(sandboxes: SandboxFactory, image_id: str, comp: Composition, task:
                                                    "config": f"/workspace/{comp.config}"}).encode())
         except (SandboxError, OSError) as exc:
             raise GraderInfraError("grader_start", str(exc)) from exc
+        lap("grader_start")
         if install is not None and not install.ok:
             run = TestRun(log_tail=f"the install step failed (exit {install.exit_code}"
                                    f"{', timed out' if install.timed_out else ''}):\n{install.log_tail}")
@@ -201,10 +203,12 @@ def run_tests(sandboxes: SandboxFactory, image_id: str, comp: Composition, task:
         problems = _verify_trusted(sandbox, comp)
         run = _run_test_groups(sandbox, nodes, comp, limits, task)
         run.integrity[:0] = problems
+        lap("grading")
         return run
     finally:
         try:
             sandbox.remove()
+            lap("grader_cleanup")
         finally:
             if usage is not None:
                 usage.append(sandbox.resources_used())

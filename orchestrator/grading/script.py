@@ -51,6 +51,7 @@ from ..engine import ROLE_LABEL
 from ..errors import GraderInfraError, OutputLost, SandboxBroken, SandboxError
 from ..sandbox.base import READ_ATTEMPTS, Sandbox, SandboxFactory, SandboxSpec, home_for
 from ..sandbox.meter import Usage
+from ..stageclock import lap
 from ..tasks import Task
 from .diff import is_artifact
 from .runner import TOOLS, TOOLS_MOUNT, GraderLimits, TestRun
@@ -221,7 +222,9 @@ def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task,
             replaced = replaced_runners(tree, workdir, changed, *_probe(sandbox, workdir)) if changed else []
         except (SandboxError, OSError) as exc:
             raise GraderInfraError("grader_start", str(exc)) from exc
+        lap("grader_start")
         run = _run(sandbox, task, timeout, header)
+        lap("grading")
         if found != "0":
             run.integrity.append(f"the reward folder {g.reward_dir} was not empty before the script ran ({found})")
         run.integrity[:0] = replaced
@@ -229,6 +232,7 @@ def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task,
     finally:
         try:
             sandbox.remove()
+            lap("grader_cleanup")
         finally:
             if usage is not None:
                 usage.append(sandbox.resources_used())
