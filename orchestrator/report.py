@@ -72,9 +72,11 @@ def _candidate(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str],
     whole = TrialCost()
     for c in (costs[r.id] for r in rows):  # this candidate's trials only
         whole += c
-    cost = ratio_interval([sum(costs[r.id].total for r in rows if r.task == t) for t in tasks],
-                          [per_task[t][1] for t in tasks], [cluster_of[t] for t in tasks], a.confidence,
-                          seed=m.experiment.seed)
+    spent: dict[str, float] = defaultdict(float)  # per task, in one pass over the trials
+    for r in rows:
+        spent[r.task] += costs[r.id].total
+    cost = ratio_interval([spent[t] for t in tasks], [per_task[t][1] for t in tasks], [cluster_of[t] for t in tasks],
+                          a.confidence, seed=m.experiment.seed)
     out["cost_usd_total"] = round(whole.total, 10)
     out["cost"] = whole.to_dict()
     out["attempts_with_unknown_cost"] = sum(r.cost.unknown_attempts for r in rows)
