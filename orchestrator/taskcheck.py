@@ -187,11 +187,11 @@ def _agents(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str
         if "/oracle/" in spec.trial_id and g.solution_is_script and not result.verdict.accepted:
             solution_failures += solution_script_failure(files.events)
     problems += list(dict.fromkeys(solution_failures))
-    if g.solution is None:
-        problems.append("no reference solution (graders/<id>/solution): the oracle abstains, so nothing shows "
-                        "that the tests can be passed")
     for tid, (v, log_file) in verdicts.items():
-        if "/oracle/" in tid and not v["accepted"] and g.solution is not None:
+        if "/oracle/" in tid and not v["accepted"] and g.solution is None:
+            problems.append("no reference solution (graders/<id>/solution): the oracle abstains and is not "
+                            "accepted, so nothing shows that the tests can be passed")
+        elif "/oracle/" in tid and not v["accepted"]:
             failing = [c for c in v["criteria"] if c["critical"] and not c["passed"]]
             detail = "; ".join(criterion_detail(c) for c in failing[:3])
             tested = any(c["name"] in ("fail_to_pass", "pass_to_pass", "grader_integrity", "reward") for c in failing)
