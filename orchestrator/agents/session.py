@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import posixpath
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,9 +61,8 @@ def agent_session(agent: Agent, task: Task, prepared: Prepared, sandboxes: Sandb
 
 
 def _plant(sandbox: Sandbox, canaries: Canaries) -> None:
-    for path, content in canaries.files(sandbox.spec.home).items():
-        sandbox.exec(["mkdir", "-p", posixpath.dirname(path)], timeout=30)
-        sandbox.write_file(path, content.encode(), mode=0o600)
+    sandbox.write_files({path: content.encode() for path, content in canaries.files(sandbox.spec.home).items()},
+                        mode=0o600)
 
 
 def _install(sandbox: Sandbox, task: Task, repo_tar: Path) -> tuple[str, ...]:

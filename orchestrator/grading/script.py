@@ -216,8 +216,12 @@ def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task,
         try:
             sandbox.start()
             sandbox.copy_in(tree.to_tar(), workdir)
-            found = sandbox.exec(["sh", "-c", 'ls -A -- "$1" | wc -l', "sh", g.reward_dir], timeout=30).text().strip()
-            sandbox.write_file(WITNESS, (header + "\n").encode())
+            # one exec: what the reward folder holds before the script (nothing), and the witness's record opened
+            found = sandbox.exec(["sh", "-c", 'n=$(ls -A -- "$1" | wc -l) && printf "%s\\n" "$2" > "$3" && echo "$n"',
+                                  "sh", g.reward_dir, header, WITNESS], timeout=30).text().strip()
+            if not found.isdigit():
+                raise GraderInfraError("grader_setup", f"the reward folder {g.reward_dir} could not be checked, or the "
+                                                       f"witness's record opened ({found[-200:]!r})")
             changed = changed_paths(tree, original)
             replaced = replaced_runners(tree, workdir, changed, *_probe(sandbox, workdir)) if changed else []
         except (SandboxError, OSError) as exc:

@@ -154,6 +154,13 @@ class Sandbox(abc.ABC):
 
         Raises ``SandboxError`` when it cannot be written, ``SandboxBroken`` when the sandbox is gone."""
 
+    def write_files(self, files: dict[str, bytes], mode: int = 0o644) -> None:
+        """Create or replace several files, their parent folders made as needed (in one call where the sandbox
+        can: a Docker sandbox writes small files outside the workspace in one exec)."""
+        for path, data in files.items():
+            self.exec(["mkdir", "-p", "--", path.rsplit("/", 1)[0] or "/"], timeout=30)
+            self.write_file(path, data, mode)
+
     @abc.abstractmethod
     def copy_in(self, tar: bytes | Any, dest: str) -> None:
         """Extract a tar archive (bytes or a binary file) into ``dest``. Raises ``SandboxError``."""

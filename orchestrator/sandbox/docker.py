@@ -54,6 +54,10 @@ def process_start(pid: int) -> str:
         return ""
 
 
+OOM_FLAG_WAIT_S = 3.0
+"""How long a sandbox killed by SIGKILL is watched for the engine's out-of-memory flag."""
+
+
 class DockerSandbox(DockerExec, DockerFiles, Sandbox):
     """A sandbox in a fresh container on a local Docker engine (its commands: ``DockerExec``; its files:
     ``DockerFiles``)."""
@@ -221,6 +225,12 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
         """The error for a sandbox whose init died, telling an OOM kill apart."""
         self.is_running()  # refresh the state
         state = self.container.attrs.get("State", {}) if self.container is not None else {}
+        deadline = time.monotonic() + OOM_FLAG_WAIT_S
+        # killed (SIGKILL) without the flag: the engine's OOM event can land after its exit event on a busy host
+        while not (oom or state.get("OOMKilled")) and state.get("ExitCode") == 137 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            self.is_running()
+            state = self.container.attrs.get("State", {}) if self.container is not None else {}
         if oom or state.get("OOMKilled"):
             return SandboxBroken("the sandbox died: out of memory", container=self.spec.name, reason="oom")
         return SandboxBroken(f"the sandbox died (exit code {state.get('ExitCode')})", container=self.spec.name)
