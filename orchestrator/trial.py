@@ -242,7 +242,8 @@ def _agent_to_verdict(spec: TrialSpec, agent, prepared: Prepared, host: SandboxH
         got.conditions.update(session.usage)
         got.stage = "export"  # from here on, everything processed is what the agent left
         final = export_workspace(session.sandbox, spec.task.config.workdir,
-                                 limits=ExportLimits(max_bytes=spec.environment.disk_limit_mb << 20))
+                                 limits=ExportLimits(max_bytes=spec.environment.disk_limit_mb << 20),
+                                 listing=session.listing)
         lap("export")
     if cancel is not None and cancel.is_set():
         raise Cancelled(spec.trial_id)

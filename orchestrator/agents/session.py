@@ -23,6 +23,7 @@ from ..events import EventLog
 from ..install import run_install
 from ..canaries import Canaries
 from ..prepare import Prepared
+from ..grading.export import Listing, list_workspace
 from ..stageclock import lap
 from ..sandbox.base import Sandbox, SandboxFactory
 from ..sandbox.meter import Usage
@@ -32,6 +33,8 @@ from .budget import Budget, BudgetLimits
 from .toolbox import ToolBox
 
 PENDING_JOIN_S = 60.0
+LISTING_TIMEOUT_S = 120.0
+"""The listing taken before the stop: bounded like the export's own."""
 
 
 @dataclasses.dataclass
@@ -43,6 +46,9 @@ class Session:
     usage: dict = dataclasses.field(default_factory=dict)
     setup_outputs: tuple[str, ...] = ()
     """Workspace paths the task's install step created before the agent started (trialbox's, not the agent's)."""
+    listing: Listing | None = None
+    """The workspace's own listing, taken once no process of the agent was left, before the stop (the export
+    checks its archive against it without starting the sandbox again); None when it could not be taken so."""
 
 
 @contextlib.contextmanager
@@ -58,6 +64,18 @@ def agent_session(agent: Agent, task: Task, prepared: Prepared, sandboxes: Sandb
     with structlog.contextvars.bound_contextvars(trial_id=trial_id):
         with _session(agent, task, prepared, sandboxes, events_path, limits, trial_id, usage) as session:
             yield session
+
+
+def _listing_before_stop(sandbox: Sandbox, workdir: str) -> Listing | None:
+    """The workspace's listing with every process of the agent killed first (nothing can change the files from
+    then until the export); None when they could not all be killed or the listing failed (the export then lists
+    after the stop, the sandbox started again with its command only)."""
+    try:
+        if not sandbox.kill_leftovers():
+            return None
+        return list_workspace(sandbox, workdir, LISTING_TIMEOUT_S)
+    except SandboxError:
+        return None
 
 
 def _plant(sandbox: Sandbox, canaries: Canaries) -> None:
@@ -101,7 +119,9 @@ def _session(agent: Agent, task: Task, prepared: Prepared, sandboxes: SandboxFac
                            canaries.values if canaries else [], trial_id)
         result = run_agent(agent, ctx)
         lap("agent")
-        conditions = sandbox.conditions() if sandbox.is_running() else {}
+        running = sandbox.is_running()
+        conditions = sandbox.conditions() if running else {}
+        listing = _listing_before_stop(sandbox, task.config.workdir) if running and not toolbox.pending else None
         sandbox.stop()
         for worker in toolbox.pending:  # a file operation cut off at the deadline finishes now (its lease holder is
             worker.join(PENDING_JOIN_S)  # gone) or never: it cannot land after the export
@@ -109,7 +129,7 @@ def _session(agent: Agent, task: Task, prepared: Prepared, sandboxes: SandboxFac
             raise SandboxError("a file operation on the sandbox did not end after the sandbox stopped",
                                container=spec.name)
         lap("stop")
-        session = Session(result, sandbox, events, usage=conditions, setup_outputs=outputs)
+        session = Session(result, sandbox, events, usage=conditions, setup_outputs=outputs, listing=listing)
         session.anchor = events.close()
         yield session
     finally:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import io
 import posixpath
+import secrets
 import time
 from dataclasses import dataclass
 
@@ -41,11 +42,13 @@ from .tree import ChunkReader, ExportLimits, Tree, read_tar
 # Lists the workspace: type, size, link count and path (bytes, NUL-terminated), .git pruned; "END" last.
 # Whatever stops it from seeing everything (a folder it cannot enter) is an "ERR" record: never silence.
 LIST_SCRIPT = r"""if ! cd "$1" 2>/dev/null; then printf 'ERR\tthe workspace cannot be entered\0END\0'; exit 0; fi
-find . -path ./.git -prune -o ! -path . -printf '%y\t%s\t%n\t%P\0' 2>/tmp/.trialbox-find.err
+err="/tmp/.trialbox-find-$2.err"
+find . -path ./.git -prune -o ! -path . -printf '%y\t%s\t%n\t%P\0' 2>"$err"
 rc=$?
-if [ "$rc" -ne 0 ] || [ -s /tmp/.trialbox-find.err ]; then
-  printf 'ERR\tthe listing is incomplete (find exited %s): %s\0' "$rc" "$(head -c 1500 /tmp/.trialbox-find.err | tr '\000\n' '  ')"
+if [ "$rc" -ne 0 ] || [ -s "$err" ]; then
+  printf 'ERR\tthe listing is incomplete (find exited %s): %s\0' "$rc" "$(head -c 1500 "$err" | tr '\000\n' '  ')"
 fi
+rm -f -- "$err"
 printf 'END\0'"""
 # Reads one entry through a chain of relative `cd`s (no path handed to a syscall exceeds the limit):
 # "f <size>\n<bytes>" for a regular file, "l\n<target>" for a symlink, "d\n" for a folder.
@@ -132,27 +135,40 @@ def _read_entry(sandbox: Sandbox, workdir: str, path: str, max_bytes: int) -> tu
     return None
 
 
-def _complete(tree: Tree, sandbox: Sandbox, workdir: str, limits: ExportLimits, deadline: float) -> None:
-    """Compare the archive with the sandbox's own listing; read what the archive missed; note the rest."""
-    listing = None
+@dataclass(frozen=True)
+class Listing:
+    """The sandbox's own listing of its workspace, taken with no process of the agent left (``list_workspace``)."""
+
+    entries: dict | None
+    """Path → ``Entry``; None when it did not fit the export bounds."""
+    errors: tuple[str, ...] = ()
+
+
+def list_workspace(sandbox: Sandbox, workdir: str, timeout: float) -> Listing:
+    """List the workspace (``LIST_SCRIPT``); ``SandboxError`` when the engine keeps losing the output."""
     for _ in range(4):
         try:
-            res = sandbox.exec(["sh", "-c", LIST_SCRIPT, "sh", workdir], timeout=max(5.0, deadline - time.monotonic()))
+            res = sandbox.exec(["sh", "-c", LIST_SCRIPT, "sh", workdir, secrets.token_hex(8)], timeout=max(5.0, timeout))
         except OutputLost:
             continue
         if res.timed_out or res.stdout_size > len(res.stdout):
-            tree.problems.append("the workspace's listing did not fit the export bounds: it cannot be checked whole")
-            return
+            return Listing(None)
         errors: list[str] = []
-        listing = parse_listing(res.stdout, errors)
-        if listing is not None:
-            tree.problems += errors  # the sandbox's own listing is not whole: what it cannot see cannot be checked
-            break
-    if listing is None:
-        raise SandboxError("the engine kept losing the output of the workspace listing", container=sandbox.spec.name)
-    total = sum(len(b) for b in tree.files.values())
-    for path in sorted(listing):
-        entry = listing[path]
+        entries = parse_listing(res.stdout, errors)
+        if entries is not None:
+            return Listing(entries, tuple(errors))
+    raise SandboxError("the engine kept losing the output of the workspace listing", container=sandbox.spec.name)
+
+
+def _missing(tree: Tree, listing: Listing) -> list[str]:
+    """Compare the archive with the listing: note special files and size differences; the paths it lacks."""
+    if listing.entries is None:
+        tree.problems.append("the workspace's listing did not fit the export bounds: it cannot be checked whole")
+        return []
+    tree.problems += listing.errors  # the sandbox's own listing is not whole: what it cannot see cannot be checked
+    out = []
+    for path in sorted(listing.entries):
+        entry = listing.entries[path]
         if entry.kind in ("p", "s", "c", "b"):
             if not any(n.startswith(f"{path}: special file") for n in tree.skipped):
                 tree.skipped.append(f"{path}: special file (device, FIFO or socket) left out")
@@ -163,6 +179,27 @@ def _complete(tree: Tree, sandbox: Sandbox, workdir: str, limits: ExportLimits, 
             if entry.kind == "f" and len(tree.files[path]) != entry.size:
                 tree.problems.append(f"{path}: {entry.size} bytes in the sandbox, {len(tree.files[path])} exported")
             continue
+        out.append(path)
+    return out
+
+
+def _complete(tree: Tree, sandbox: Sandbox, workdir: str, limits: ExportLimits, deadline: float,
+              listing: Listing | None = None) -> None:
+    """Compare the archive with the sandbox's own listing (``listing``, or one taken now); read what the archive
+    missed (the sandbox running); note the rest."""
+    if listing is None:
+        listing = list_workspace(sandbox, workdir, deadline - time.monotonic())
+    missing = _missing(tree, listing)
+    if not missing:
+        return
+    _read_missing(tree, sandbox, workdir, limits, deadline, listing, missing)
+
+
+def _read_missing(tree: Tree, sandbox: Sandbox, workdir: str, limits: ExportLimits, deadline: float,
+                  listing: Listing, missing: list[str]) -> None:
+    total = sum(len(b) for b in tree.files.values())
+    for path in missing:
+        entry = listing.entries[path]  # type: ignore[index]
         if tree.truncated:
             continue  # already said: the export stopped at its bounds
         if time.monotonic() > deadline or len(tree.files) + len(tree.symlinks) >= limits.max_files:
@@ -182,14 +219,21 @@ def _complete(tree: Tree, sandbox: Sandbox, workdir: str, limits: ExportLimits, 
             tree.files[path] = data
             total += len(data)
         tree.skipped.append(f"{path}: not in the engine's archive (too long a path?), read on its own")
+
+
+def _tidy(tree: Tree) -> Tree:
     tree.skipped = [s for s in tree.skipped if "whose first name is not exported" not in s
                     or s.rsplit(": hard link to ", 1)[0] not in tree.files]  # read on its own since: not a gap
+    return tree
 
 
-def export_workspace(sandbox: Sandbox, workdir: str = "/workspace", limits: ExportLimits = ExportLimits()) -> Tree:
+def export_workspace(sandbox: Sandbox, workdir: str = "/workspace", limits: ExportLimits = ExportLimits(),
+                     listing: Listing | None = None) -> Tree:
     """The final workspace of a stopped sandbox, as data, checked against its own listing (see above).
 
-    The sandbox is started again for the listing and stopped before this returns."""
+    ``listing``: one taken before the sandbox stopped, once no process of the agent was left (``Sandbox.kill_
+    leftovers``): nothing could change the files since. Without one, or when the archive lacks an entry that
+    has to be read on its own, the sandbox is started again (its command only) and stopped before this returns."""
     root = posixpath.basename(workdir.rstrip("/"))
     deadline = time.monotonic() + limits.timeout_s
     stream = sandbox.copy_out(workdir)
@@ -199,15 +243,23 @@ def export_workspace(sandbox: Sandbox, workdir: str = "/workspace", limits: Expo
         close = getattr(stream, "close", None)
         if close is not None:
             close()  # a stream left half-read (the export's bounds) would hold the container
+    missing = None
+    if listing is not None:
+        missing = _missing(tree, listing)
+        if not missing:
+            return _tidy(tree)  # checked whole against the listing taken before the stop: no restart
     resume = getattr(sandbox, "resume", None)  # on the contract; a stand-in without it cannot be listed
     if resume is None:
         tree.skipped.append("this sandbox cannot list its workspace: the export was not checked against a listing")
         return tree
     resume()
     try:
-        _complete(tree, sandbox, workdir, limits, deadline)
+        if listing is not None and missing:
+            _read_missing(tree, sandbox, workdir, limits, deadline, listing, missing)
+        else:
+            _complete(tree, sandbox, workdir, limits, deadline)
     finally:
         sandbox.stop()
-    return tree
+    return _tidy(tree)
 
 

@@ -62,31 +62,6 @@ MAX_WITNESS_BYTES = 1 << 20
 WITNESS = "/tmp/.trialbox-witness.jsonl"
 RUN_SCRIPT = 'PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$1" exec bash "$2"'
 """The test script, with the witness's folder appended (last) to whatever Python path the environment has."""
-# Kills every process left in the container but PID 1 (the engine's init) and the container's own command (the
-# oldest child of PID 1: everything the script left that was orphaned is adopted by PID 1 later), until a pass finds
-# none. bash builtins only (read, kill, globbing), like the exec timeout's own KILL_SCRIPT.
-KILL_LEFTOVERS = r"""
-me=$$; main=""
-for d in /proc/[0-9]*; do
-  p=${d#/proc/}
-  read -r st < "$d/stat" 2>/dev/null || continue
-  set -- ${st##*) }
-  if [ "$2" = 1 ] && { [ -z "$main" ] || [ "$p" -lt "$main" ]; }; then main=$p; fi
-done
-for pass in 1 2 3 4 5 6 7 8 9 10; do
-  found=""
-  for d in /proc/[0-9]*; do
-    p=${d#/proc/}
-    case "$p" in 1|"$me"|"$main") continue ;; esac
-    read -r st < "$d/stat" 2>/dev/null || continue
-    set -- ${st##*) }
-    [ "$1" = Z ] || found="$found $p"
-  done
-  [ -z "$found" ] && exit 0
-  kill -9 $found 2>/dev/null
-done
-exit 1
-"""
 READ_REGULAR = ('[ -L "$1" ] && { echo link; exit 0; }; [ -e "$1" ] || { echo absent; exit 0; }; '
                 '[ -f "$1" ] || { echo other; exit 0; }; n=$(wc -c < "$1") || exit 3; echo "file $n"; '
                 'exec cat -- "$1"')
@@ -253,8 +228,7 @@ def _run(sandbox: Sandbox, task: Task, timeout: float, header: str) -> TestRun:
         run.log_tail = (res.stdout.decode(errors="replace") + res.stderr.decode(errors="replace"))[-6000:]
         if run.timed_out:  # a run that did not finish proves nothing
             return run
-        if sandbox.own_pid_namespace:  # nothing the script left can write any more
-            sandbox.exec(["bash", "-c", KILL_LEFTOVERS], timeout=30)
+        sandbox.kill_leftovers()  # nothing the script left can write any more
         _read_reward(sandbox, run, task)
         accepted = run.reward is not None and run.reward.get(g.acceptance.metric, -math.inf) >= g.acceptance.at_least
         if accepted and (run.exit_code is None or run.exit_code >= 128):

@@ -116,7 +116,13 @@ class Sandbox(abc.ABC):
     """
 
     own_pid_namespace: bool = True
-    """Its processes are alone in their PID namespace (a container): ``kill -1`` inside reaches only them."""
+    """Its processes are alone in their PID namespace (a container): killing every process inside reaches only
+    them."""
+
+    def kill_leftovers(self) -> bool:
+        """Kill every process inside but the sandbox's own init and command (what a command or an agent left
+        running); True when none is left. A sandbox that cannot (not alone in its PID namespace) says False."""
+        return False
 
     spec: SandboxSpec
     info: SandboxInfo | None = None

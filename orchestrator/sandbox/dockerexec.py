@@ -64,6 +64,33 @@ exit 1
 """
 
 
+# Kills every process left in the container but PID 1 (the engine's init) and the container's own command (the
+# oldest child of PID 1: everything the script left that was orphaned is adopted by PID 1 later), until a pass finds
+# none. bash builtins only (read, kill, globbing), like KILL_SCRIPT above.
+KILL_LEFTOVERS = r"""
+me=$$; main=""
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  read -r st < "$d/stat" 2>/dev/null || continue
+  set -- ${st##*) }
+  if [ "$2" = 1 ] && { [ -z "$main" ] || [ "$p" -lt "$main" ]; }; then main=$p; fi
+done
+for pass in 1 2 3 4 5 6 7 8 9 10; do
+  found=""
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case "$p" in 1|"$me"|"$main") continue ;; esac
+    read -r st < "$d/stat" 2>/dev/null || continue
+    set -- ${st##*) }
+    [ "$1" = Z ] || found="$found $p"
+  done
+  [ -z "$found" ] && exit 0
+  kill -9 $found 2>/dev/null
+done
+exit 1
+"""
+
+
 class _Capture:
     """Keeps the first CAPTURE_BYTES of a stream and counts the rest."""
 
@@ -110,6 +137,13 @@ class DockerExec:
             raise self._settled(exc) from exc
 
     SETTLE_S = 15.0
+
+    def kill_leftovers(self) -> bool:
+        """See ``Sandbox.kill_leftovers`` (``KILL_LEFTOVERS``, as the sandbox user)."""
+        try:
+            return self.exec(["bash", "-c", KILL_LEFTOVERS], timeout=30).exit_code == 0
+        except SandboxError:
+            return False
 
     SETTLE_CONFIRM_S = 1.0
     """How long an engine error under a command waits for the sandbox's state to settle (see ``_settled``)."""
