@@ -60,7 +60,7 @@ class BareTrial:
         g = task.grader
         patch = task.grader_path(g.solution).read_text()
         target = next(line[6:].strip() for line in patch.splitlines() if line.startswith("+++ b/"))
-        tests = {p.relative_to(task.grader_path(g.tests)).as_posix(): p.read_bytes()
+        tests = {p.relative_to(task.grader_folder).as_posix(): p.read_bytes()
                  for p in task.grader_path(g.tests).rglob("*") if p.is_file()}
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)

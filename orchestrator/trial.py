@@ -39,9 +39,9 @@ from .errors import Cancelled, InstallFailed, SandboxError
 from .events import read_events
 from .grading.export import export_workspace
 from .grading.tree import ExportLimits
-from .grading.grade import grade_trial
+from .grading.grade import PreparedGrader, grade_trial
 from .grading.judge import Judge
-from .grading.runner import GraderLimits
+from .grading.runner import GraderLimits, grader_spec
 from .grading.criteria import Criterion
 from .grading.verdict import Verdict, infra_verdict
 from .hashing import tree_sha256
@@ -233,8 +233,25 @@ def _stages(spec: TrialSpec, agent, prepared: Prepared, host: SandboxHost, files
 def _agent_to_verdict(spec: TrialSpec, agent, prepared: Prepared, host: SandboxHost, files: AttemptPaths,
                       grader_limits: GraderLimits, judge: Judge | None, cancel: threading.Event | None,
                       got: _Gathered) -> Verdict:
+    name, labels = f"tb-{spec.run_id[:12]}-g", {RUN_LABEL: spec.run_id, TRIAL_LABEL: spec.trial_id}
+    ahead: list[PreparedGrader] = []  # the grader's container, created while the agent works
+
+    def prepare_grader() -> None:
+        ahead.append(PreparedGrader(host.sandboxes, grader_spec(spec.grader_image, spec.task, grader_limits,
+                                                                f"{name}-grader", labels)))
+    try:
+        return _through_grading(spec, agent, prepared, host, files, grader_limits, judge, cancel, got, name, labels,
+                                ahead, prepare_grader)
+    finally:
+        for grader in ahead:
+            grader.discard()  # a no-op once grading took it
+
+
+def _through_grading(spec: TrialSpec, agent, prepared: Prepared, host: SandboxHost, files: AttemptPaths,
+                     grader_limits: GraderLimits, judge: Judge | None, cancel: threading.Event | None,
+                     got: _Gathered, name: str, labels: dict[str, str], ahead: list, prepare_grader) -> Verdict:
     with agent_session(agent, spec.task, prepared, host.sandboxes, files.events, spec.limits, spec.trial_id,
-                       got.sandbox_used) as session:
+                       got.sandbox_used, on_ready=prepare_grader) as session:
         stopped = session.result  # the stop stage: how the agent's run ended, typed
         got.agent, got.agent_cost = AgentRun.of(stopped), stopped.cost_usd
         got.recorded.update(events_anchor=session.anchor, setup_outputs=tuple(session.setup_outputs),
@@ -253,10 +270,10 @@ def _agent_to_verdict(spec: TrialSpec, agent, prepared: Prepared, host: SandboxH
     got.stage = "grading"
     graded = grade_trial(host.sandboxes, spec.grader_image, spec.task, prepared.original, final, got.events, stopped,
                          prepared.canaries.values, spec.environment.network_policy, spec.candidate.agent,
-                         grader_limits, f"tb-{spec.run_id[:12]}-g", judge, spec.trial_id,
-                         {RUN_LABEL: spec.run_id, TRIAL_LABEL: spec.trial_id}, setup_outputs=session.setup_outputs,
+                         grader_limits, name, judge, spec.trial_id, labels, setup_outputs=session.setup_outputs,
                          usage=got.grader_used, tool_map=getattr(spec.candidate, "tool_map", None),
-                         owned_paths=tuple(getattr(spec.candidate, "owned_paths", ()) or ()))
+                         owned_paths=tuple(getattr(spec.candidate, "owned_paths", ()) or ()),
+                         prepared=ahead[0] if ahead else None)
     got.recorded["grader_sha256"] = tree_sha256(spec.task.grader_folder)
     got.stage = "artifacts"
     files.diff.write_bytes(graded.diff.text.encode("utf-8", "surrogateescape"))  # names as their bytes

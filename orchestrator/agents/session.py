@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import structlog
@@ -53,16 +53,19 @@ class Session:
 
 @contextlib.contextmanager
 def agent_session(agent: Agent, task: Task, prepared: Prepared, sandboxes: SandboxFactory, events_path: Path,
-                  limits: BudgetLimits, trial_id: str, usage: list[Usage] | None = None) -> Iterator[Session]:
+                  limits: BudgetLimits, trial_id: str, usage: list[Usage] | None = None,
+                  on_ready: Callable[[], None] | None = None) -> Iterator[Session]:
     """Run ``agent`` on ``task`` in a fresh sandbox made from the prepared spec (``prepare.prepare``) plus the
     agent's own mounts; yields the session after the agent stopped.
 
     The prepared canaries are planted outside the workspace before the agent starts: in the
     environment, ``~/.netrc`` and a cloud credentials file. What the sandbox used (CPU time, memory-time)
     is appended to ``usage`` when it is removed, whether or not the session got as far as the agent.
+    ``on_ready`` is called once the sandbox is ready, just before the agent starts (the trial prepares its grader
+    then, while the agent works).
     """
     with structlog.contextvars.bound_contextvars(trial_id=trial_id):
-        with _session(agent, task, prepared, sandboxes, events_path, limits, trial_id, usage) as session:
+        with _session(agent, task, prepared, sandboxes, events_path, limits, trial_id, usage, on_ready) as session:
             yield session
 
 
@@ -70,10 +73,10 @@ def _listing_before_stop(sandbox: Sandbox, workdir: str) -> Listing | None:
     """The workspace's listing with every process of the agent killed first (nothing can change the files from
     then until the export); None when they could not all be killed or the listing failed (the export then lists
     after the stop, the sandbox started again with its command only)."""
+    if not sandbox.own_pid_namespace:
+        return None
     try:
-        if not sandbox.kill_leftovers():
-            return None
-        return list_workspace(sandbox, workdir, LISTING_TIMEOUT_S)
+        return list_workspace(sandbox, workdir, LISTING_TIMEOUT_S, kill_first=True)  # one command: kill, then list
     except SandboxError:
         return None
 
@@ -99,7 +102,8 @@ def _install(sandbox: Sandbox, task: Task, repo_tar: Path) -> tuple[str, ...]:
 
 @contextlib.contextmanager
 def _session(agent: Agent, task: Task, prepared: Prepared, sandboxes: SandboxFactory, events_path: Path,
-             limits: BudgetLimits, trial_id: str, used: list[Usage] | None = None) -> Iterator[Session]:
+             limits: BudgetLimits, trial_id: str, used: list[Usage] | None = None,
+             on_ready: Callable[[], None] | None = None) -> Iterator[Session]:
     mounts = agent.prepare() if hasattr(agent, "prepare") else []  # the agent's own part of the spec
     canaries = prepared.canaries
     spec = dataclasses.replace(prepared.spec, mounts=tuple(prepared.spec.mounts) + tuple(mounts))
@@ -112,6 +116,8 @@ def _session(agent: Agent, task: Task, prepared: Prepared, sandboxes: SandboxFac
         if canaries is not None:
             _plant(sandbox, canaries)
         lap("setup")
+        if on_ready is not None:
+            on_ready()
         budget = Budget(limits)  # the clock starts once the sandbox is ready
         toolbox = ToolBox(sandbox, events, budget, ask_user_reply=task.config.ask_user_reply)
         instruction = (task.folder / task.config.instruction).read_text()

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from ..errors import OutputLost, SandboxError
 from ..sandbox.base import Sandbox
+from ..sandbox.dockerexec import KILL_FUNCTION
 from ..textsafe import path_bytes
 from .tree import ChunkReader, ExportLimits, Tree, read_tar
 
@@ -144,13 +145,19 @@ class Listing:
     errors: tuple[str, ...] = ()
 
 
-def list_workspace(sandbox: Sandbox, workdir: str, timeout: float) -> Listing:
-    """List the workspace (``LIST_SCRIPT``); ``SandboxError`` when the engine keeps losing the output."""
+def list_workspace(sandbox: Sandbox, workdir: str, timeout: float, kill_first: bool = False) -> Listing | None:
+    """List the workspace (``LIST_SCRIPT``); ``SandboxError`` when the engine keeps losing the output. With
+    ``kill_first``, in the same command, every process left but the sandbox's init and command is killed first
+    (``KILL_FUNCTION``); None when they could not all be killed."""
+    script = ["sh", "-c", LIST_SCRIPT] if not kill_first else \
+        ["bash", "-c", KILL_FUNCTION + "kill_leftovers || exit 5\n" + LIST_SCRIPT]
     for _ in range(4):
         try:
-            res = sandbox.exec(["sh", "-c", LIST_SCRIPT, "sh", workdir, secrets.token_hex(8)], timeout=max(5.0, timeout))
+            res = sandbox.exec([*script, "sh", workdir, secrets.token_hex(8)], timeout=max(5.0, timeout))
         except OutputLost:
             continue
+        if kill_first and res.exit_code == 5:
+            return None
         if res.timed_out or res.stdout_size > len(res.stdout):
             return Listing(None)
         errors: list[str] = []
@@ -189,6 +196,7 @@ def _complete(tree: Tree, sandbox: Sandbox, workdir: str, limits: ExportLimits, 
     missed (the sandbox running); note the rest."""
     if listing is None:
         listing = list_workspace(sandbox, workdir, deadline - time.monotonic())
+    assert listing is not None
     missing = _missing(tree, listing)
     if not missing:
         return

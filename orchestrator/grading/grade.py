@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,16 +51,20 @@ def _suspicious(run: TestRun) -> bool:
 
 
 def _test(sandboxes: SandboxFactory, image_id: str, final: Tree, original: Tree, task: Task, limits: GraderLimits, name: str,
-          labels: dict[str, str] | None = None, usage: list[Usage] | None = None) -> TestRun:
+          labels: dict[str, str] | None = None, usage: list[Usage] | None = None,
+          prepared: "PreparedGrader | None" = None) -> TestRun:
     """Grade the final tree; an infrastructure error only when the untouched repository fails the same way."""
     nodes = task.grader.fail_to_pass + task.grader.pass_to_pass
     script = task.grader.kind == "script"
     comp = None if script else compose(final, original, task)
 
     def graded(tree: Tree, composed, suffix: str) -> TestRun:
+        ready = prepared.take() if prepared is not None and suffix == "grader" else None  # the first run only
         if script:
-            return run_script(sandboxes, image_id, tree, task, limits, f"{name}-{suffix}", labels, usage, original)
-        return run_tests(sandboxes, image_id, composed, task, nodes, limits, f"{name}-{suffix}", labels, usage)
+            return run_script(sandboxes, image_id, tree, task, limits, f"{name}-{suffix}", labels, usage, original,
+                              prepared=ready)
+        return run_tests(sandboxes, image_id, composed, task, nodes, limits, f"{name}-{suffix}", labels, usage,
+                         prepared=ready)
 
     for attempt in (1, 2):
         try:
@@ -81,6 +86,45 @@ def _test(sandboxes: SandboxFactory, image_id: str, final: Tree, original: Tree,
             if attempt == 2:
                 raise
     raise AssertionError("unreachable")
+
+
+class PreparedGrader:
+    """The grader container of a trial, created ahead (in a thread, while the agent works) and started only when
+    grading begins: a fresh container all the same, used once. ``take`` hands it over (its user removes it);
+    ``discard`` removes it when grading never took it."""
+
+    def __init__(self, sandboxes: SandboxFactory, spec) -> None:
+        self.sandbox = sandboxes(spec)
+        self._thread = threading.Thread(target=self._create, name="grader-prepare", daemon=True)
+        self._error: BaseException | None = None
+        self._taken = False
+        self._thread.start()
+
+    def _create(self) -> None:
+        try:
+            self.sandbox.create()
+        except BaseException as exc:  # noqa: BLE001  (the grading that takes it then starts it itself, or fails)
+            self._error = exc
+
+    def take(self):
+        self._thread.join()
+        self._taken = True
+        if self._error is not None:  # a failed preparation: a fresh sandbox the usual way
+            self._remove()
+            return None
+        return self.sandbox
+
+    def discard(self) -> None:
+        if not self._taken:
+            self._thread.join()
+            self._taken = True
+            self._remove()
+
+    def _remove(self) -> None:
+        try:
+            self.sandbox.remove()
+        except Exception as exc:  # noqa: BLE001
+            log.warning("a prepared grader could not be removed", error=str(exc))
 
 
 def without(tree: Tree, paths: tuple[str, ...] | list[str]) -> Tree:
@@ -132,7 +176,8 @@ def grade_trial(sandboxes: SandboxFactory, image_id: str, task: Task, original: 
                 agent_kind: str, limits: GraderLimits, name: str, judge: Judge | None = None,
                 trial_id: str = "", labels: dict[str, str] | None = None,
                 setup_outputs: tuple[str, ...] | list[str] = (), usage: list[Usage] | None = None,
-                tool_map: dict[str, Any] | None = None, owned_paths: tuple[str, ...] | list[str] = ()) -> Grade:
+                tool_map: dict[str, Any] | None = None, owned_paths: tuple[str, ...] | list[str] = (),
+                prepared: PreparedGrader | None = None) -> Grade:
     """Grade one trial. ``setup_outputs`` (what the task's install step created before the agent started) are
     trialbox's files: left out of the agent's diff and scope; the grader's own install run provides them.
     What each grader container used is appended to ``usage`` as it is removed (kept when grading fails later)."""
@@ -143,7 +188,7 @@ def grade_trial(sandboxes: SandboxFactory, image_id: str, task: Task, original: 
     lap("grading")  # the diff, on the host
     used: list[Usage] = usage if usage is not None else []
     try:
-        run = _test(sandboxes, image_id, final, original, task, limits, name, labels, used)
+        run = _test(sandboxes, image_id, final, original, task, limits, name, labels, used, prepared)
     except GraderInfraError as exc:
         return Grade(infra_verdict(exc.kind, exc.detail), diff, None, sum(used, Usage()))
     g = task.grader

@@ -34,7 +34,9 @@ forger that finds the tripwire by reading the test sources is not detected.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import tarfile
 import posixpath
 import time
 import uuid
@@ -168,30 +170,38 @@ def _cross_check(run: TestRun, nodes: list[str], junit: dict[str, str], exit_cod
         run.integrity.append("the runner exited with 0 although its tripwire test must fail")
 
 
-def run_tests(sandboxes: SandboxFactory, image_id: str, comp: Composition, task: Task, nodes: list[str],
-              limits: GraderLimits, name: str, labels: dict[str, str] | None = None,
-              usage: list[Usage] | None = None) -> TestRun:
-    """Run ``nodes`` (and the tripwire) against the composed workspace in a fresh grader container;
-    ``GraderInfraError`` when it cannot be set up. What the container used is appended to ``usage``
-    (whether or not it could be set up: a grader that failed still ran)."""
-    spec = SandboxSpec(image_id=image_id, name=f"{name}-{uuid.uuid4().hex[:6]}", cpu_limit=limits.cpu_limit,
+def grader_spec(image_id: str, task: Task, limits: GraderLimits, name: str,
+                labels: dict[str, str] | None = None) -> SandboxSpec:
+    """The grader container of ``task`` (the pytest grader's; ``script.script_grader_spec`` the script grader's)."""
+    if task.grader.kind == "script":
+        from .script import script_grader_spec
+        return script_grader_spec(image_id, task, limits, name, labels)
+    return SandboxSpec(image_id=image_id, name=f"{name}-{uuid.uuid4().hex[:6]}", cpu_limit=limits.cpu_limit,
                        cpu_reservation=limits.cpu_reservation, memory_limit_mb=limits.memory_limit_mb,
                        memory_reservation_mb=limits.memory_reservation_mb, pids_limit=limits.pids_limit,
                        disk_limit_mb=limits.disk_limit_mb, network="none", mounts=((str(TOOLS), TOOLS_MOUNT),),
                        env=task.runtime.sandbox_env(), labels={**(labels or {}), ROLE_LABEL: "grader"})
-    sandbox = sandboxes(spec)
+
+
+def run_tests(sandboxes: SandboxFactory, image_id: str, comp: Composition, task: Task, nodes: list[str],
+              limits: GraderLimits, name: str, labels: dict[str, str] | None = None,
+              usage: list[Usage] | None = None, prepared: Sandbox | None = None) -> TestRun:
+    """Run ``nodes`` (and the tripwire) against the composed workspace in a fresh grader container (``prepared``:
+    one created ahead from ``grader_spec``, not started yet); ``GraderInfraError`` when it cannot be set up. What
+    the container used is appended to ``usage`` (whether or not it could be set up: a grader that failed still
+    ran)."""
+    sandbox = prepared if prepared is not None else sandboxes(grader_spec(image_id, task, limits, name, labels))
     try:
         try:
             sandbox.start()
-            setup = sandbox.exec(["mkdir", "-p", OUT], timeout=30)
-            if setup.exit_code != 0:
-                raise GraderInfraError("grader_setup", setup.stderr.decode(errors="replace"))
+            # one command: the results folder (outside the workspace) and the run's configuration
+            sandbox.write_files({CONFIG: json.dumps({**task.runtime.grader_config(), "tripwires": comp.tripwires,
+                                                     "config": f"/workspace/{comp.config}"}).encode(),
+                                 f"{OUT}/.started": b""})
             install = _install(sandbox, comp, task)
             sandbox.copy_in(comp.tree.to_tar(), "/workspace")
             if install is not None and install.ok and not restore_outputs(sandbox):
                 raise GraderInfraError("grader_setup", "the install step's outputs could not be put back")
-            sandbox.write_file(CONFIG, json.dumps({**task.runtime.grader_config(), "tripwires": comp.tripwires,
-                                                   "config": f"/workspace/{comp.config}"}).encode())
         except (SandboxError, OSError) as exc:
             raise GraderInfraError("grader_start", str(exc)) from exc
         lap("grader_start")
@@ -290,6 +300,37 @@ def _read_result(sandbox: Sandbox, path: str) -> bytes:
         raise GraderInfraError("grader_output", exc.message) from exc
 
 
+def _read_results(sandbox: Sandbox, names: list[str]):
+    """The run's result files, read in one command (a tar of them: a cut stream does not parse, so what the engine
+    loses is never half-read); ``read(name)`` gives one's bytes, or raises ``SandboxError`` when it was not there.
+    Where the one command cannot be had, each file is read on its own."""
+    got: dict[str, bytes] | None = None
+    for _ in range(READ_ATTEMPTS):
+        try:
+            res = sandbox.exec(["sh", "-c", 'cd "$1" && shift && for f in "$@"; do [ -f "$f" ] && [ ! -L "$f" ] && '
+                                            'printf "%s\\n" "$f"; done | tar -cf - -T - 2>/dev/null', "sh", OUT, *names],
+                               timeout=120)
+        except OutputLost:
+            continue
+        if res.stdout_size > len(res.stdout) or (res.exit_code != 0 and not res.stdout):
+            break  # larger than the capture, or no tar here: one by one, each bounded
+        try:
+            with tarfile.open(fileobj=io.BytesIO(res.stdout)) as tf:
+                got = {m.name: tf.extractfile(m).read() for m in tf.getmembers()  # type: ignore[union-attr]
+                       if m.isfile() and m.size <= 8 << 20}
+            break
+        except (tarfile.TarError, OSError):
+            continue  # cut or lost by the engine: read again
+
+    def read(name: str) -> bytes:
+        if got is None:
+            return _read_result(sandbox, f"{OUT}/{name}")
+        if name not in got:
+            raise SandboxError(f"{OUT}/{name} was not written", container=sandbox.spec.name)
+        return got[name]
+    return read
+
+
 def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limits: GraderLimits, task: Task) -> TestRun:
     run = TestRun(configuration=comp.config_source)
     env = {"TRIALBOX_TEST_TIMEOUT": str(int(limits.test_timeout_s)), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
@@ -304,8 +345,10 @@ def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limi
     run.exit_code, run.timed_out, run.oom = res.exit_code, res.timed_out, res.oom_killed
     run.log_tail = (res.stdout.decode(errors="replace") + res.stderr.decode(errors="replace"))[-6000:]
     raw_outcomes: dict[str, str] = {}
+    names = ["results.json", *(f"junit-{i}.xml" for i in range(len(test_files(nodes))))]
+    read = _read_results(sandbox, names)
     try:
-        results = _valid_results(json.loads(_read_result(sandbox, f"{OUT}/results.json")))
+        results = _valid_results(json.loads(read("results.json")))
         raw_outcomes = results["outcomes"]
         run.outcomes = select(raw_outcomes, nodes)
         run.collect_errors = one_per_file(results["collect_errors"])
@@ -319,7 +362,7 @@ def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limi
     messages: dict[str, str] = {}
     for i in range(len(test_files(nodes))):
         try:
-            junit_all.update(_parse_junit(_read_result(sandbox, f"{OUT}/junit-{i}.xml"), messages))
+            junit_all.update(_parse_junit(read(f"junit-{i}.xml"), messages))
         except (SandboxError, ValueError, ET.ParseError) as exc:
             if run.outcomes:
                 run.integrity.append(f"no JUnit results for group {i}: {exc}")

@@ -167,25 +167,31 @@ def read_regular(sandbox: Sandbox, path: str, max_bytes: int) -> tuple[str, byte
     raise GraderInfraError("grader_output", f"the engine kept losing the output of reading {path}")
 
 
+def script_grader_spec(image_id: str, task: Task, limits: GraderLimits, name: str,
+                       labels: dict[str, str] | None = None) -> SandboxSpec:
+    """The script grader's container: the workspace at the task's workdir, the held-out tests read-only (nothing
+    in the grader can change them), the reward folder new."""
+    g, workdir = task.grader, task.config.workdir
+    return SandboxSpec(image_id=image_id, name=f"{name}-{uuid.uuid4().hex[:6]}", cpu_limit=limits.cpu_limit,
+                       cpu_reservation=limits.cpu_reservation, memory_limit_mb=limits.memory_limit_mb,
+                       memory_reservation_mb=limits.memory_reservation_mb, pids_limit=limits.pids_limit,
+                       disk_limit_mb=limits.disk_limit_mb, network="none", workdir=workdir, home=home_for(workdir),
+                       mounts=((str(task.grader_path(g.tests).resolve()), g.tests_mount),  # type: ignore[arg-type]
+                               (str(TOOLS), TOOLS_MOUNT)),
+                       scratch_dirs=(g.reward_dir,), env=task.runtime.sandbox_env(),
+                       labels={**(labels or {}), ROLE_LABEL: "grader"})
+
+
 def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task, limits: GraderLimits, name: str,
                labels: dict[str, str] | None = None, usage: list[Usage] | None = None,
-               original: Tree | None = None) -> TestRun:
+               original: Tree | None = None, prepared: Sandbox | None = None) -> TestRun:
     """Run the task's test script against ``tree`` in a fresh grader container (see the module docstring);
     ``GraderInfraError`` when the container cannot be set up. What it used is appended to ``usage``. With
     ``original``, the agent's changes (``tree`` against it) are checked for replacing the script's tools."""
     g, workdir = task.grader, task.config.workdir
     tree = without_artifacts(tree)
     timeout = g.timeout_seconds or limits.timeout_s
-    spec = SandboxSpec(image_id=image_id, name=f"{name}-{uuid.uuid4().hex[:6]}", cpu_limit=limits.cpu_limit,
-                       cpu_reservation=limits.cpu_reservation, memory_limit_mb=limits.memory_limit_mb,
-                       memory_reservation_mb=limits.memory_reservation_mb, pids_limit=limits.pids_limit,
-                       disk_limit_mb=limits.disk_limit_mb, network="none", workdir=workdir, home=home_for(workdir),
-                       # the held-out tests read-only (nothing in the grader can change them); the reward folder new
-                       mounts=((str(task.grader_path(g.tests).resolve()), g.tests_mount),  # type: ignore[arg-type]
-                               (str(TOOLS), TOOLS_MOUNT)),
-                       scratch_dirs=(g.reward_dir,), env=task.runtime.sandbox_env(),
-                       labels={**(labels or {}), ROLE_LABEL: "grader"})
-    sandbox = sandboxes(spec)
+    sandbox = prepared if prepared is not None else sandboxes(script_grader_spec(image_id, task, limits, name, labels))
     header = json.dumps({"event": "header", "nonce": secrets.token_hex(16)})
     try:
         try:

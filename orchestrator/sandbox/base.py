@@ -119,6 +119,10 @@ class Sandbox(abc.ABC):
     """Its processes are alone in their PID namespace (a container): killing every process inside reaches only
     them."""
 
+    def create(self) -> None:
+        """Prepare the sandbox without starting it (a Docker sandbox: disk and container created), so that
+        ``start`` only starts it; ``start`` does this itself when it was not done. Idempotent."""
+
     def kill_leftovers(self) -> bool:
         """Kill every process inside but the sandbox's own init and command (what a command or an agent left
         running); True when none is left. A sandbox that cannot (not alone in its PID namespace) says False."""

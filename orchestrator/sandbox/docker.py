@@ -106,7 +106,11 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
                 name=f"{s.name}-workspace", driver="local", labels=labels,
                 driver_opts={"type": "ext4", "device": self.disk.device, "o": "nosuid,nodev"})
 
-    def start(self) -> SandboxInfo:
+    def create(self) -> None:
+        """Everything of ``start`` but starting: the image checked, the workspace disk made and seeded, the
+        container created with its limits (a prepared sandbox: nothing runs in it yet). Idempotent."""
+        if self.container is not None:
+            return
         s = self.spec
         self._check_runtime()
         with docker_errors(s.name):
@@ -143,6 +147,11 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
                 # the host would bypass the disk limit and fill the disk other trials' workspaces sit on
                 log_config=docker.types.LogConfig(type="none"),
                 detach=True, stdin_open=False, tty=False)
+
+    def start(self) -> SandboxInfo:
+        s = self.spec
+        self.create()  # a no-op for a sandbox prepared ahead
+        with docker_errors(s.name):
             self.container.start()
             self.container.reload()
         self.meter.begin(self.container, self.client.api)

@@ -67,28 +67,32 @@ exit 1
 # Kills every process left in the container but PID 1 (the engine's init) and the container's own command (the
 # oldest child of PID 1: everything the script left that was orphaned is adopted by PID 1 later), until a pass finds
 # none. bash builtins only (read, kill, globbing), like KILL_SCRIPT above.
-KILL_LEFTOVERS = r"""
-me=$$; main=""
-for d in /proc/[0-9]*; do
-  p=${d#/proc/}
-  read -r st < "$d/stat" 2>/dev/null || continue
-  set -- ${st##*) }
-  if [ "$2" = 1 ] && { [ -z "$main" ] || [ "$p" -lt "$main" ]; }; then main=$p; fi
-done
-for pass in 1 2 3 4 5 6 7 8 9 10; do
-  found=""
+KILL_FUNCTION = r"""
+kill_leftovers() {
+  local me=$$ main="" d p st pass found
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
-    case "$p" in 1|"$me"|"$main") continue ;; esac
     read -r st < "$d/stat" 2>/dev/null || continue
     set -- ${st##*) }
-    [ "$1" = Z ] || found="$found $p"
+    if [ "$2" = 1 ] && { [ -z "$main" ] || [ "$p" -lt "$main" ]; }; then main=$p; fi
   done
-  [ -z "$found" ] && exit 0
-  kill -9 $found 2>/dev/null
-done
-exit 1
+  for pass in 1 2 3 4 5 6 7 8 9 10; do
+    found=""
+    for d in /proc/[0-9]*; do
+      p=${d#/proc/}
+      case "$p" in 1|"$me"|"$main") continue ;; esac
+      read -r st < "$d/stat" 2>/dev/null || continue
+      set -- ${st##*) }
+      [ "$1" = Z ] || found="$found $p"
+    done
+    [ -z "$found" ] && return 0
+    kill -9 $found 2>/dev/null
+  done
+  return 1
+}
 """
+"""A bash function (its own positional parameters: a script can go on using its own after calling it)."""
+KILL_LEFTOVERS = KILL_FUNCTION + "kill_leftovers\n"
 
 
 class _Capture:
