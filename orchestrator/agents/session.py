@@ -73,12 +73,24 @@ def _listing_before_stop(sandbox: Sandbox, workdir: str) -> Listing | None:
     """The workspace's listing with every process of the agent killed first (nothing can change the files from
     then until the export); None when they could not all be killed or the listing failed (the export then lists
     after the stop, the sandbox started again with its command only)."""
-    if not sandbox.own_pid_namespace:
+    if not sandbox.own_pid_namespace or not ptrace_restricted():
         return None
     try:
-        return list_workspace(sandbox, workdir, LISTING_TIMEOUT_S, kill_first=True)  # one command: kill, then list
+        listing = list_workspace(sandbox, workdir, LISTING_TIMEOUT_S, kill_first=True)  # one command: kill, then list
     except SandboxError:
         return None
+    return listing if listing is not None and listing.entries is not None else None
+
+
+def ptrace_restricted() -> bool:
+    """Whether the host's kernel keeps a process from tracing one it did not start (Yama ``ptrace_scope`` ≥ 1).
+    Without it, a process of the agent could take over the sandbox's own command (same user) and so survive the
+    kill and forge the listing; the export then lists after the stop, the sandbox started again (nothing of the
+    agent's runs in it)."""
+    try:
+        return int(Path("/proc/sys/kernel/yama/ptrace_scope").read_text().strip()) >= 1
+    except (OSError, ValueError):
+        return False
 
 
 def _plant(sandbox: Sandbox, canaries: Canaries) -> None:

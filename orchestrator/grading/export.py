@@ -29,13 +29,12 @@ from __future__ import annotations
 
 import io
 import posixpath
-import secrets
 import time
 from dataclasses import dataclass
 
 from ..errors import OutputLost, SandboxError
 from ..sandbox.base import Sandbox
-from ..sandbox.dockerexec import KILL_FUNCTION
+from ..sandbox.dockerexec import KILL_FUNCTION, SYSTEM_PATH
 from ..textsafe import path_bytes
 from .tree import ChunkReader, ExportLimits, Tree, read_tar
 
@@ -43,13 +42,12 @@ from .tree import ChunkReader, ExportLimits, Tree, read_tar
 # Lists the workspace: type, size, link count and path (bytes, NUL-terminated), .git pruned; "END" last.
 # Whatever stops it from seeing everything (a folder it cannot enter) is an "ERR" record: never silence.
 LIST_SCRIPT = r"""if ! cd "$1" 2>/dev/null; then printf 'ERR\tthe workspace cannot be entered\0END\0'; exit 0; fi
-err="/tmp/.trialbox-find-$2.err"
-find . -path ./.git -prune -o ! -path . -printf '%y\t%s\t%n\t%P\0' 2>"$err"
-rc=$?
-if [ "$rc" -ne 0 ] || [ -s "$err" ]; then
-  printf 'ERR\tthe listing is incomplete (find exited %s): %s\0' "$rc" "$(head -c 1500 "$err" | tr '\000\n' '  ')"
+exec 3>&1
+errs=$(find . -path ./.git -prune -o ! -path . -printf '%y\t%s\t%n\t%P\0' 2>&1 1>&3; echo "rc=$?")
+rc=${errs##*rc=}; errs=${errs%rc=*}
+if [ "$rc" -ne 0 ] || [ -n "$errs" ]; then
+  printf 'ERR\tthe listing is incomplete (find exited %s): %s\0' "$rc" "$(printf %s "$errs" | head -c 1500 | tr '\000\n' '  ')"
 fi
-rm -f -- "$err"
 printf 'END\0'"""
 # Reads one entry through a chain of relative `cd`s (no path handed to a syscall exceeds the limit):
 # "f <size>\n<bytes>" for a regular file, "l\n<target>" for a symlink, "d\n" for a folder.
@@ -152,12 +150,12 @@ def list_workspace(sandbox: Sandbox, workdir: str, timeout: float, kill_first: b
     script = ["sh", "-c", LIST_SCRIPT] if not kill_first else \
         ["bash", "-c", KILL_FUNCTION + "kill_leftovers || exit 5\n" + LIST_SCRIPT]
     for _ in range(4):
-        try:
-            res = sandbox.exec([*script, "sh", workdir, secrets.token_hex(8)], timeout=max(5.0, timeout))
+        try:  # the image's own find, never one the agent planted on a PATH folder it can write
+            res = sandbox.exec([*script, "sh", workdir], timeout=max(5.0, timeout), env={"PATH": SYSTEM_PATH})
         except OutputLost:
             continue
-        if kill_first and res.exit_code == 5:
-            return None
+        if kill_first and res.exit_code != 0:
+            return None  # what the agent left could not all be killed (or the command did not run): list after the stop
         if res.timed_out or res.stdout_size > len(res.stdout):
             return Listing(None)
         errors: list[str] = []

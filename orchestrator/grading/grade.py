@@ -107,6 +107,8 @@ class PreparedGrader:
             self._error = exc
 
     def take(self):
+        if self._taken:  # used once: a retried grading gets a fresh container the usual way
+            return None
         self._thread.join()
         self._taken = True
         if self._error is not None:  # a failed preparation: a fresh sandbox the usual way

@@ -48,6 +48,7 @@ from pathlib import Path
 from ..engine import ROLE_LABEL
 from ..errors import GraderInfraError, OutputLost, SandboxBroken, SandboxError
 from ..sandbox.base import READ_ATTEMPTS, Sandbox, SandboxFactory, SandboxSpec
+from ..sandbox.dockerexec import SYSTEM_PATH
 from ..sandbox.meter import Usage
 from ..stageclock import lap
 from ..tasks import Task
@@ -308,18 +309,24 @@ def _read_results(sandbox: Sandbox, names: list[str]):
     for _ in range(READ_ATTEMPTS):
         try:
             res = sandbox.exec(["sh", "-c", 'cd "$1" && shift && for f in "$@"; do [ -f "$f" ] && [ ! -L "$f" ] && '
-                                            'printf "%s\\n" "$f"; done | tar -cf - -T - 2>/dev/null', "sh", OUT, *names],
-                               timeout=120)
+                                            '[ -n "$(find "$f" -maxdepth 0 -size -8193k)" ] && printf "%s\\n" "$f"; '
+                                            'done | tar -cf - -T - 2>/dev/null', "sh", OUT, *names],
+                               timeout=120, env={"PATH": SYSTEM_PATH})
         except OutputLost:
             continue
         if res.stdout_size > len(res.stdout) or (res.exit_code != 0 and not res.stdout):
             break  # larger than the capture, or no tar here: one by one, each bounded
         try:
-            with tarfile.open(fileobj=io.BytesIO(res.stdout)) as tf:
+            with tarfile.open(fileobj=io.BytesIO(res.stdout), mode="r:") as tf:
                 got = {m.name: tf.extractfile(m).read() for m in tf.getmembers()  # type: ignore[union-attr]
                        if m.isfile() and m.size <= 8 << 20}
+                end = tf.offset
+            if res.stdout[end:end + 1024] != bytes(1024):  # no end-of-archive marker: cut between two members
+                got = None
+                continue
             break
         except (tarfile.TarError, OSError):
+            got = None
             continue  # cut or lost by the engine: read again
 
     def read(name: str) -> bytes:

@@ -50,6 +50,7 @@ import uuid
 from ..engine import ROLE_LABEL
 from ..errors import GraderInfraError, OutputLost, SandboxBroken, SandboxError
 from ..sandbox.base import READ_ATTEMPTS, Sandbox, SandboxFactory, SandboxSpec, home_for
+from ..sandbox.dockerexec import SYSTEM_PATH
 from ..sandbox.meter import Usage
 from ..stageclock import lap
 from ..tasks import Task
@@ -151,7 +152,7 @@ def read_regular(sandbox: Sandbox, path: str, max_bytes: int) -> tuple[str, byte
     checked in the command that reads it; the engine losing output is retried, ``ValueError`` when too large."""
     for attempt in range(READ_ATTEMPTS):
         try:
-            res = sandbox.exec(["sh", "-c", READ_REGULAR, "sh", path], timeout=60)
+            res = sandbox.exec(["sh", "-c", READ_REGULAR, "sh", path], timeout=60, env={"PATH": SYSTEM_PATH})
         except OutputLost:
             continue
         head, newline, body = res.stdout.partition(b"\n")
@@ -189,9 +190,13 @@ def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task,
     ``GraderInfraError`` when the container cannot be set up. What it used is appended to ``usage``. With
     ``original``, the agent's changes (``tree`` against it) are checked for replacing the script's tools."""
     g, workdir = task.grader, task.config.workdir
-    tree = without_artifacts(tree)
     timeout = g.timeout_seconds or limits.timeout_s
     sandbox = prepared if prepared is not None else sandboxes(script_grader_spec(image_id, task, limits, name, labels))
+    try:
+        tree = without_artifacts(tree)
+    except BaseException:
+        sandbox.remove()  # a prepared one is this call's to remove
+        raise
     header = json.dumps({"event": "header", "nonce": secrets.token_hex(16)})
     try:
         try:
@@ -199,7 +204,8 @@ def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task,
             sandbox.copy_in(tree.to_tar(), workdir)
             # one exec: what the reward folder holds before the script (nothing), and the witness's record opened
             found = sandbox.exec(["sh", "-c", 'n=$(ls -A -- "$1" | wc -l) && printf "%s\\n" "$2" > "$3" && echo "$n"',
-                                  "sh", g.reward_dir, header, WITNESS], timeout=30).text().strip()
+                                  "sh", g.reward_dir, header, WITNESS], timeout=30,
+                                 env={"PATH": SYSTEM_PATH}).text().strip()
             if not found.isdigit():
                 raise GraderInfraError("grader_setup", f"the reward folder {g.reward_dir} could not be checked, or the "
                                                        f"witness's record opened ({found[-200:]!r})")
@@ -234,9 +240,12 @@ def _run(sandbox: Sandbox, task: Task, timeout: float, header: str) -> TestRun:
         run.log_tail = (res.stdout.decode(errors="replace") + res.stderr.decode(errors="replace"))[-6000:]
         if run.timed_out:  # a run that did not finish proves nothing
             return run
-        sandbox.kill_leftovers()  # nothing the script left can write any more
+        killed = sandbox.kill_leftovers()  # nothing the script left can write any more
         _read_reward(sandbox, run, task)
         accepted = run.reward is not None and run.reward.get(g.acceptance.metric, -math.inf) >= g.acceptance.at_least
+        if accepted and not killed and sandbox.own_pid_namespace:
+            run.integrity.append("the processes the test script left could not all be killed before the reward was "
+                                 "read: a passing reward cannot be trusted")
         if accepted and (run.exit_code is None or run.exit_code >= 128):
             run.integrity.append(f"the test script was killed (exit {run.exit_code}) after a passing reward was "
                                  "written: the reward did not come from the script's own verdict")

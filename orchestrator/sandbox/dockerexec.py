@@ -27,6 +27,9 @@ from .base import CAPTURE_BYTES, ExecResult
 log = get_logger("sandbox")
 
 MARKER_VAR = "TRIALBOX_EXEC"
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""The PATH of trialbox's own commands in a sandbox: the image's read-only folders only (never the workspace,
+``$HOME`` or ``/tmp``, where the agent could have planted a ``find``)."""
 
 
 # Kills every process carrying the marker, and every process in their sessions,
@@ -69,23 +72,26 @@ exit 1
 # none. bash builtins only (read, kill, globbing), like KILL_SCRIPT above.
 KILL_FUNCTION = r"""
 kill_leftovers() {
-  local me=$$ main="" d p st pass found
+  local me=$$ main="" d p st pass found empty=0
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
-    read -r st < "$d/stat" 2>/dev/null || continue
+    IFS= read -r -d '' st < "$d/stat" 2>/dev/null; [ -n "$st" ] || continue  # the whole of it: a name can hold a newline
     set -- ${st##*) }
     if [ "$2" = 1 ] && { [ -z "$main" ] || [ "$p" -lt "$main" ]; }; then main=$p; fi
   done
-  for pass in 1 2 3 4 5 6 7 8 9 10; do
+  for ((pass = 0; pass < 40; pass++)); do
     found=""
     for d in /proc/[0-9]*; do
       p=${d#/proc/}
       case "$p" in 1|"$me"|"$main") continue ;; esac
-      read -r st < "$d/stat" 2>/dev/null || continue
-      set -- ${st##*) }
-      [ "$1" = Z ] || found="$found $p"
+      [ -e "$d/stat" ] && found="$found $p"  # zombies too: a zombie leader can still have live threads
     done
-    [ -z "$found" ] && return 0
+    if [ -z "$found" ]; then
+      empty=$((empty + 1))
+      [ "$empty" -ge 2 ] && return 0  # two passes in a row with none: not a fork that outran one scan
+      continue
+    fi
+    empty=0
     kill -9 $found 2>/dev/null
   done
   return 1
@@ -145,7 +151,7 @@ class DockerExec:
     def kill_leftovers(self) -> bool:
         """See ``Sandbox.kill_leftovers`` (``KILL_LEFTOVERS``, as the sandbox user)."""
         try:
-            return self.exec(["bash", "-c", KILL_LEFTOVERS], timeout=30).exit_code == 0
+            return self.exec(["bash", "-c", KILL_LEFTOVERS], timeout=30, env={"PATH": SYSTEM_PATH}).exit_code == 0
         except SandboxError:
             return False
 
