@@ -15,7 +15,10 @@ cannot reach by one path (a path longer than ``PATH_MAX``). So the sandbox,
 with every process of the agent stopped, is started again (its command only:
 nothing of the agent's runs), and ``find`` lists the workspace's entries
 (type, size, link count; NUL-separated, names as bytes) before it is stopped
-again. Nothing can change the files between the archive and the listing.
+again. Nothing can change the files between the archive and the listing. Where the host's kernel keeps a
+process from tracing one it did not start (``agents.session.ptrace_restricted``), the listing is instead taken
+before the stop, in the command that first kills every process the agent left (``list_workspace`` with
+``kill_first``), and the sandbox is started again only when an entry must be read on its own.
 Every listed entry the archive lacks is read on its own, through the
 sandbox's shell one folder at a time (so no single path exceeds the limit);
 whatever still differs (missing, a size that does not match) is a
