@@ -5,13 +5,12 @@ against agents that try to be accepted without doing the work."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 import yaml
 
-from .test_run_cli import cli
+from .test_run_cli import cli, outcomes
 
 BASES = ["--base-image", "python:3.11-slim=python", "--base-image", "debian:bookworm-slim=base"]
 
@@ -24,12 +23,16 @@ def imported(project, repo_root):
     return out, res
 
 
-def outcomes(run: Path) -> dict[str, str]:
-    db = sqlite3.connect(run / "results.sqlite")
-    try:
-        return {row[0]: row[1] for row in db.execute("SELECT id, outcome FROM trials")}
-    finally:
-        db.close()
+def fix_median_manifest(project: Path, out: Path, candidates: list[dict], path: Path) -> Path:
+    """examples/harbor.yaml with these candidates, one trial of the imported fix-median, written to ``path``."""
+    manifest = yaml.safe_load((project / "examples" / "harbor.yaml").read_text())
+    manifest["candidates"] = candidates
+    manifest["tasks"] = {"path": str(out / "tasks"), "graders": str(out / "graders"),
+                         "images": str(project / "images"), "select": ["fix-median"]}
+    manifest["execution"]["trials_per_task"] = 1
+    manifest["analysis"]["k"] = [1]
+    path.write_text(yaml.safe_dump(manifest))
+    return path
 
 
 def test_import_takes_the_working_directory_as_the_repository_and_holds_the_tests_out(imported, project):
@@ -164,13 +167,8 @@ def test_the_script_grader_against_agents_that_do_not_do_the_work(imported, proj
     out, _ = imported
     for name, steps in AGENTS.items():
         (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump({"steps": [*steps, {"submit": {"summary": "done"}}]}))
-    manifest = yaml.safe_load((project / "examples" / "harbor.yaml").read_text())
-    manifest["candidates"] = [{"name": n, "agent": "script", "script": f"{n}.yaml"} for n in AGENTS]
-    manifest["tasks"] = {"path": str(out / "tasks"), "graders": str(out / "graders"),
-                         "images": str(project / "images"), "select": ["fix-median"]}
-    manifest["execution"]["trials_per_task"] = 1
-    manifest["analysis"]["k"] = [1]
-    (tmp_path / "m.yaml").write_text(yaml.safe_dump(manifest))
+    fix_median_manifest(project, out, [{"name": n, "agent": "script", "script": f"{n}.yaml"} for n in AGENTS],
+                        tmp_path / "m.yaml")
     run = tmp_path / "run"
     cli("run", str(tmp_path / "m.yaml"), "--out", str(run), "--unchecked", cwd=repo_root, check=0)
     got = outcomes(run)
@@ -206,13 +204,8 @@ def test_the_built_in_agent_works_in_the_tasks_workdir(imported, project, repo_r
                                                                               "print(stats.median([1, 2, 3, 4]))'"}}]},
         {"content": [{"type": "tool_use", "name": "submit", "input": {"summary": "median fixed"}}]}]}}
     (tmp_path / "model.yaml").write_text(yaml.safe_dump(script))
-    manifest = yaml.safe_load((project / "examples" / "harbor.yaml").read_text())
-    manifest["candidates"] = [{"name": "claude", "agent": "claude", "model_snapshot": "scripted-model-1"}]
-    manifest["tasks"] = {"path": str(out / "tasks"), "graders": str(out / "graders"),
-                         "images": str(project / "images"), "select": ["fix-median"]}
-    manifest["execution"]["trials_per_task"] = 1
-    manifest["analysis"]["k"] = [1]
-    (tmp_path / "m.yaml").write_text(yaml.safe_dump(manifest))
+    fix_median_manifest(project, out, [{"name": "claude", "agent": "claude", "model_snapshot": "scripted-model-1"}],
+                        tmp_path / "m.yaml")
     run = tmp_path / "run"
     cli("run", str(tmp_path / "m.yaml"), "--out", str(run), "--unchecked", "--scripted-model",
         str(tmp_path / "model.yaml"), cwd=repo_root, check=0, env={"ANTHROPIC_API_KEY": "hb-key"})
