@@ -10,9 +10,15 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from orchestrator.images import resolve_recipe
 from orchestrator.repos import materialize
 from orchestrator.settings import load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+TASK = "textkit-slug-unicode"
+"""The sample task the throughput and memory benchmarks run nop trials on."""
 
 
 def tar_of(files: dict[str, bytes]) -> bytes:
@@ -103,3 +109,19 @@ class BareTrial:
             assert (res.exit_code == 0) == oracle, res.output[-2000:]
         finally:
             gr.remove(force=True, v=True)
+
+
+def nop_manifest(folder: Path, name: str, concurrency: int, trials: int, environment: dict, deadline_s: float) -> Path:
+    """A manifest of ``trials`` nop trials on the sample task ``TASK`` (the repository's own task set), written
+    into ``folder``: the benchmarks' runs of the whole ``trialbox run``."""
+    m = {"experiment": {"name": f"{name}-{concurrency}", "seed": 1},
+         "candidates": [{"name": "nop", "agent": "nop"}],
+         "environment": {"cpu_limit": 1.0, **environment},
+         "execution": {"trials_per_task": trials, "deadline_seconds": deadline_s, "concurrency": concurrency,
+                       "order": "sequential"},
+         "tasks": {"path": str(ROOT / "tasks"), "graders": str(ROOT / "graders"), "images": str(ROOT / "images"),
+                   "select": [TASK]},
+         "analysis": {"k": [1]}}
+    path = folder / f"m{concurrency}-{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(yaml.safe_dump(m))
+    return path

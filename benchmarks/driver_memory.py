@@ -22,20 +22,17 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
-import yaml
 
 import _common  # noqa: F401  (puts the repository on the path)
+from _baretrial import nop_manifest
 
 from orchestrator.engine import connect
 from orchestrator.job import run_experiment
 from orchestrator.loading import load_manifest
 from orchestrator.taskload import load_tasks
 
-ROOT = Path(__file__).resolve().parent.parent
-TASK = "textkit-slug-unicode"
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -45,18 +42,7 @@ def rss_mb() -> float:
 
 
 def manifest(folder: Path, concurrency: int, trials: int) -> Path:
-    m = {"experiment": {"name": f"memory-{concurrency}", "seed": 1},
-         "candidates": [{"name": "nop", "agent": "nop"}],
-         "environment": {"cpu_limit": 1.0, "cpu_reservation": 0.05, "memory_limit_mb": 512,
-                         "memory_reservation_mb": 128, "disk_limit_mb": 64},
-         "execution": {"trials_per_task": trials, "deadline_seconds": 600, "concurrency": concurrency,
-                       "order": "sequential"},
-         "tasks": {"path": str(ROOT / "tasks"), "graders": str(ROOT / "graders"), "images": str(ROOT / "images"),
-                   "select": [TASK]},
-         "analysis": {"k": [1]}}
-    path = folder / f"m{concurrency}-{uuid.uuid4().hex[:6]}.yaml"
-    path.write_text(yaml.safe_dump(m))
-    return path
+    return nop_manifest(folder, "memory", concurrency, trials, {"cpu_reservation": 0.05, "memory_limit_mb": 512, "memory_reservation_mb": 128, "disk_limit_mb": 64}, 600)
 
 
 def main(in_flight: int = 20, sequential: int = 500) -> int:

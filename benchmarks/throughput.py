@@ -21,10 +21,9 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import yaml
 
 from _common import quantile
-from _baretrial import BareTrial
+from _baretrial import BareTrial, nop_manifest
 
 from orchestrator.engine import connect
 from orchestrator.job import run_experiment
@@ -32,24 +31,11 @@ from orchestrator.loading import load_manifest
 from orchestrator.store import Store
 from orchestrator.taskload import load_tasks
 
-ROOT = Path(__file__).resolve().parent.parent
-TASK = "textkit-slug-unicode"
 LEVELS = (1, 2, 4, 8)
 
 
 def manifest(folder: Path, concurrency: int, trials: int) -> Path:
-    m = {"experiment": {"name": f"throughput-{concurrency}", "seed": 1},
-         "candidates": [{"name": "nop", "agent": "nop"}],
-         "environment": {"cpu_limit": 1.0, "cpu_reservation": 0.25, "memory_limit_mb": 1024,
-                         "memory_reservation_mb": 256, "disk_limit_mb": 256},
-         "execution": {"trials_per_task": trials, "deadline_seconds": 300, "concurrency": concurrency,
-                       "order": "sequential"},
-         "tasks": {"path": str(ROOT / "tasks"), "graders": str(ROOT / "graders"), "images": str(ROOT / "images"),
-                   "select": [TASK]},
-         "analysis": {"k": [1]}}
-    path = folder / f"m{concurrency}-{uuid.uuid4().hex[:6]}.yaml"
-    path.write_text(yaml.safe_dump(m))
-    return path
+    return nop_manifest(folder, "throughput", concurrency, trials, {"cpu_reservation": 0.25, "memory_limit_mb": 1024, "memory_reservation_mb": 256, "disk_limit_mb": 256}, 300)
 
 
 def main(trials: int = 8, pairs: int = 2) -> int:
