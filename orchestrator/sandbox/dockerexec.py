@@ -68,36 +68,45 @@ exit 1
 
 
 # Kills every process left in the container but PID 1 (the engine's init) and the container's own command (the
-# oldest child of PID 1: everything the script left that was orphaned is adopted by PID 1 later), until a pass finds
-# none. bash builtins only (read, kill, globbing), like KILL_SCRIPT above.
+# oldest child of PID 1: everything the script left that was orphaned is adopted by PID 1 later), until two passes
+# in a row find none. bash builtins only (read, kill, globbing), like KILL_SCRIPT above. A zombie with no live
+# thread is not counted: it runs nothing and holds no file, and its reaping is init's, which on a loaded host can
+# take longer than many passes (a zombie leader whose threads still run is killed like any process). Passes go on
+# for up to KILL_BUDGET_S seconds, not a number of passes: a killed process can take a while to finish exiting.
+KILL_BUDGET_S = 10
 KILL_FUNCTION = r"""
 kill_leftovers() {
-  local me=$$ main="" d p st pass found empty=0
+  local me=$$ main="" d p st found empty=0 end=$((SECONDS + %d))
   for d in /proc/[0-9]*; do
-    p=${d#/proc/}
+    p=${d#/proc/}; st=""
     IFS= read -r -d '' st < "$d/stat" 2>/dev/null; [ -n "$st" ] || continue  # the whole of it: a name can hold a newline
     set -- ${st##*) }
     if [ "$2" = 1 ] && { [ -z "$main" ] || [ "$p" -lt "$main" ]; }; then main=$p; fi
   done
-  for ((pass = 0; pass < 40; pass++)); do
+  while :; do
     found=""
     for d in /proc/[0-9]*; do
       p=${d#/proc/}
       case "$p" in 1|"$me"|"$main") continue ;; esac
-      [ -e "$d/stat" ] && found="$found $p"  # zombies too: a zombie leader can still have live threads
+      st=""; IFS= read -r -d '' st < "$d/stat" 2>/dev/null; [ -n "$st" ] || continue
+      set -- ${st##*) }
+      if [ "$1" = Z ]; then
+        set -- "$d"/task/[0-9]*
+        [ "$#" -gt 1 ] || continue
+      fi
+      found="$found $p"
     done
     if [ -z "$found" ]; then
       empty=$((empty + 1))
       [ "$empty" -ge 2 ] && return 0  # two passes in a row with none: not a fork that outran one scan
-      continue
+    else
+      empty=0
+      kill -9 $found 2>/dev/null
     fi
-    empty=0
-    kill -9 $found 2>/dev/null
+    [ "$SECONDS" -le "$end" ] || return 1
   done
-  return 1
 }
-"""
-"""A bash function (its own positional parameters: a script can go on using its own after calling it)."""
+""" % KILL_BUDGET_S
 KILL_LEFTOVERS = KILL_FUNCTION + "kill_leftovers\n"
 
 
