@@ -180,6 +180,8 @@ class Conditions:
     cpu_throttled_periods: int | None = None
     cpu_throttled_ns: int | None = None
     memory_peak_bytes: int | None = None
+    prepared_ahead: bool | None = None
+    """Whether the trial's sandbox and grader were made while earlier trials ran (``ahead``), not on its path."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

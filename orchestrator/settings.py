@@ -29,6 +29,7 @@ class Settings:
     ca_bundle: Path
     debian_mirror: str
     host_share: float = 0.8
+    prepare_ahead: int = 2
 
     @property
     def disks_dir(self) -> Path:
@@ -49,4 +50,5 @@ def load_settings() -> Settings:
         ca_bundle=Path(os.environ.get("TRIALBOX_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")),
         debian_mirror=os.environ.get("TRIALBOX_DEBIAN_MIRROR", "http://deb.debian.org/debian"),
         host_share=float(os.environ.get("TRIALBOX_HOST_SHARE", "0.8")),
+        prepare_ahead=max(0, int(os.environ.get("TRIALBOX_PREPARE_AHEAD", "2"))),
     )

@@ -27,11 +27,14 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from concurrent.futures import Future
+
 from .agents import BudgetLimits, make_agent
+from .ahead import discard_readied, take
 from .stops import Outcome
 from .agents.session import agent_session
 from .engine import ATTEMPT_LABEL, RUN_LABEL, TRIAL_LABEL
@@ -48,6 +51,9 @@ from .hashing import tree_sha256
 from .log import get_logger
 from .manifest import EnvironmentConfig, LoadedManifest
 from .prepare import Prepared, prepare
+
+if TYPE_CHECKING:
+    from .ahead import Readied
 from .result import TrialResult
 from .resultparts import AgentRun, AttemptUsage, Conditions, PreviousAttempt
 from .stageclock import lap, timing
@@ -101,6 +107,11 @@ def sandbox_spec(spec: TrialSpec) -> SandboxSpec:
         memory_reservation_mb=env.memory_reservation_mb, pids_limit=env.pids_limit, disk_limit_mb=env.disk_limit_mb,
         network="none", runtime=env.runtime, workdir=spec.task.config.workdir, home=home_for(spec.task.config.workdir),
         mounts=solution_mount(spec))
+
+
+def grader_labels(spec: TrialSpec) -> tuple[str, dict[str, str]]:
+    """The prefix of the trial's grader containers' names, and their labels."""
+    return f"tb-{spec.run_id[:12]}-g", {RUN_LABEL: spec.run_id, TRIAL_LABEL: spec.trial_id}
 
 
 def solution_mount(spec: TrialSpec) -> tuple[tuple[str, str], ...]:
@@ -169,27 +180,41 @@ class _Gathered:
 
 def run_trial(spec: TrialSpec, loaded: LoadedManifest, host: SandboxHost, paths: RunPaths,
               grader_limits: GraderLimits = GraderLimits(), judge: Judge | None = None,
-              cancel: threading.Event | None = None, env: Mapping[str, str] | None = None) -> TrialResult:
+              cancel: threading.Event | None = None, env: Mapping[str, str] | None = None,
+              readied: "Future[Readied] | None" = None) -> TrialResult:
     """Run one trial on ``host`` and write its artifacts; returns its result (also stored as verdict.json).
     Every log line of it, grading included, carries its trial id.
 
     ``cancel`` (set on Ctrl-C) stops the trial before grading: it raises ``Cancelled``. ``env`` is where the
-    agent's API key and base URL come from (default: this process's environment)."""
+    agent's API key and base URL come from (default: this process's environment). ``readied``: this trial's
+    part up to its sandbox's start, made while earlier trials ran (``ahead``); used when its inputs have not
+    changed since, otherwise the trial makes it itself."""
     with structlog.contextvars.bound_contextvars(trial_id=spec.trial_id), timing() as clock:
-        files = paths.attempt(spec.trial_id, spec.attempt)
-        files.folder.mkdir(parents=True, exist_ok=True)
-        for stale in files.folder.iterdir():  # a crashed earlier run of the same attempt left these: never mixed in
-            stale.unlink()
-        started, t0 = _now(), time.monotonic()
-        agent = make_agent(spec.candidate, spec.task, loaded, env)
-        prepared = prepare(spec.task, sandbox_spec(spec), with_canaries=True)  # the repository once; the spec resolved
-        files.canaries.write_text(json.dumps(prepared.canaries.values))  # host-only: kept for regrading
-        lap("prepare")
-        t = time.monotonic()
-        host.ping()
-        got = _Gathered(conditions={"load_at_start": os.getloadavg()[0],
-                                    "docker_api_latency_s": round(time.monotonic() - t, 6)})
-        verdict, ended = _stages(spec, agent, prepared, host, files, grader_limits, judge, cancel, got)
+        ready, handed = None, False
+        try:
+            files = paths.attempt(spec.trial_id, spec.attempt)
+            files.folder.mkdir(parents=True, exist_ok=True)
+            for stale in files.folder.iterdir():  # a crashed earlier run of the same attempt left these: never mixed in
+                stale.unlink()
+            started, t0 = _now(), time.monotonic()
+            ready, readied = take(readied, spec, loaded), None
+            if ready is not None:
+                agent, prepared = ready.agent, ready.prepared
+            else:
+                agent = make_agent(spec.candidate, spec.task, loaded, env)
+                prepared = prepare(spec.task, sandbox_spec(spec), with_canaries=True)  # the repository once; the spec resolved
+            files.canaries.write_text(json.dumps(prepared.canaries.values))  # host-only: kept for regrading
+            lap("prepare")
+            t = time.monotonic()
+            host.ping()
+            got = _Gathered(conditions={"load_at_start": os.getloadavg()[0],
+                                        "docker_api_latency_s": round(time.monotonic() - t, 6),
+                                        "prepared_ahead": ready is not None})
+            handed = True  # from here on the stages remove what was made ahead, as what they made themselves
+            verdict, ended = _stages(spec, agent, prepared, host, files, grader_limits, judge, cancel, got, ready)
+        finally:
+            if not handed:
+                discard_readied(readied, ready)
         latencies = [e["latency_s"] for e in got.events if e.get("kind") == "model_call"]
         got.conditions.update(load_at_end=os.getloadavg()[0],
                               model_api_latency_s=round(sum(latencies) / len(latencies), 6) if latencies else None)
@@ -204,14 +229,15 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, host: SandboxHost, paths:
 
 
 def _stages(spec: TrialSpec, agent, prepared: Prepared, host: SandboxHost, files: AttemptPaths,
-            grader_limits: GraderLimits, judge: Judge | None, cancel: threading.Event | None, got: _Gathered):
+            grader_limits: GraderLimits, judge: Judge | None, cancel: threading.Event | None, got: _Gathered,
+            ready: "Readied | None" = None):
     """agent → stop → export → grade; returns the verdict and the constructor of the way the trial ended.
 
     Where a fault lies decides how: the engine failing is an infrastructure error; anything raised while
     trialbox processed what the agent left is the agent's (an unprocessable output); anything raised before
     the agent stopped is trialbox's own, and propagates (the run loop records it as ``infra_error(harness)``)."""
     try:
-        return _agent_to_verdict(spec, agent, prepared, host, files, grader_limits, judge, cancel, got), \
+        return _agent_to_verdict(spec, agent, prepared, host, files, grader_limits, judge, cancel, got, ready), \
             TrialResult.graded
     except Cancelled:
         raise
@@ -232,16 +258,18 @@ def _stages(spec: TrialSpec, agent, prepared: Prepared, host: SandboxHost, files
 
 def _agent_to_verdict(spec: TrialSpec, agent, prepared: Prepared, host: SandboxHost, files: AttemptPaths,
                       grader_limits: GraderLimits, judge: Judge | None, cancel: threading.Event | None,
-                      got: _Gathered) -> Verdict:
-    name, labels = f"tb-{spec.run_id[:12]}-g", {RUN_LABEL: spec.run_id, TRIAL_LABEL: spec.trial_id}
-    ahead: list[PreparedGrader] = []  # the grader's container, created while the agent works
+                      got: _Gathered, ready: "Readied | None" = None) -> Verdict:
+    name, labels = grader_labels(spec)
+    # the grader's container: made with the trial ahead, or created while the agent works
+    ahead: list[PreparedGrader] = [ready.grader] if ready is not None else []
 
     def prepare_grader() -> None:
-        ahead.append(PreparedGrader(host.sandboxes, grader_spec(spec.grader_image, spec.task, grader_limits,
+        if not ahead:
+            ahead.append(PreparedGrader(host.sandboxes, grader_spec(spec.grader_image, spec.task, grader_limits,
                                                                 f"{name}-grader", labels)))
     try:
         return _through_grading(spec, agent, prepared, host, files, grader_limits, judge, cancel, got, name, labels,
-                                ahead, prepare_grader)
+                                ahead, prepare_grader, ready.sandbox if ready is not None else None)
     finally:
         for grader in ahead:
             grader.discard()  # a no-op once grading took it
@@ -249,9 +277,10 @@ def _agent_to_verdict(spec: TrialSpec, agent, prepared: Prepared, host: SandboxH
 
 def _through_grading(spec: TrialSpec, agent, prepared: Prepared, host: SandboxHost, files: AttemptPaths,
                      grader_limits: GraderLimits, judge: Judge | None, cancel: threading.Event | None,
-                     got: _Gathered, name: str, labels: dict[str, str], ahead: list, prepare_grader) -> Verdict:
+                     got: _Gathered, name: str, labels: dict[str, str], ahead: list, prepare_grader,
+                     sandbox=None) -> Verdict:
     with agent_session(agent, spec.task, prepared, host.sandboxes, files.events, spec.limits, spec.trial_id,
-                       got.sandbox_used, on_ready=prepare_grader) as session:
+                       got.sandbox_used, on_ready=prepare_grader, sandbox=sandbox) as session:
         stopped = session.result  # the stop stage: how the agent's run ended, typed
         got.agent, got.agent_cost = AgentRun.of(stopped), stopped.cost_usd
         got.recorded.update(events_anchor=session.anchor, setup_outputs=tuple(session.setup_outputs),

@@ -54,7 +54,7 @@ class Session:
 @contextlib.contextmanager
 def agent_session(agent: Agent, task: Task, prepared: Prepared, sandboxes: SandboxFactory, events_path: Path,
                   limits: BudgetLimits, trial_id: str, usage: list[Usage] | None = None,
-                  on_ready: Callable[[], None] | None = None) -> Iterator[Session]:
+                  on_ready: Callable[[], None] | None = None, sandbox: Sandbox | None = None) -> Iterator[Session]:
     """Run ``agent`` on ``task`` in a fresh sandbox made from the prepared spec (``prepare.prepare``) plus the
     agent's own mounts; yields the session after the agent stopped.
 
@@ -62,19 +62,28 @@ def agent_session(agent: Agent, task: Task, prepared: Prepared, sandboxes: Sandb
     environment, ``~/.netrc`` and a cloud credentials file. What the sandbox used (CPU time, memory-time)
     is appended to ``usage`` when it is removed, whether or not the session got as far as the agent.
     ``on_ready`` is called once the sandbox is ready, just before the agent starts (the trial prepares its grader
-    then, while the agent works).
+    then, while the agent works). ``sandbox``: one made ahead (``ahead.ready_trial``) from the prepared spec plus
+    the agent's mounts, its ``prepare()`` already called; it is started here like a fresh one.
     """
     with structlog.contextvars.bound_contextvars(trial_id=trial_id):
-        with _session(agent, task, prepared, sandboxes, events_path, limits, trial_id, usage, on_ready) as session:
+        with _session(agent, task, prepared, sandboxes, events_path, limits, trial_id, usage, on_ready,
+                      sandbox) as session:
             yield session
+
+
+def sandbox_for(agent: Agent, prepared: Prepared, sandboxes: SandboxFactory) -> Sandbox:
+    """The agent's sandbox, not created yet: the prepared spec plus the mounts the agent's own ``prepare()``
+    returns (a model proxy's socket folder: the proxy starts here)."""
+    mounts = agent.prepare() if hasattr(agent, "prepare") else []  # the agent's own part of the spec
+    return sandboxes(dataclasses.replace(prepared.spec, mounts=tuple(prepared.spec.mounts) + tuple(mounts)))
 
 
 def _listing_before_stop(sandbox: Sandbox, workdir: str) -> Listing | None:
     """The workspace's listing with every process of the agent killed first (nothing can change the files from
     then until the export); None when they could not all be killed or the listing failed (the export then lists
     after the stop, the sandbox started again with its command only)."""
-    if not sandbox.own_pid_namespace or not ptrace_restricted():
-        return None
+    if sandbox.archives_on_host or not sandbox.own_pid_namespace or not ptrace_restricted():
+        return None  # archived on the host from its disk once stopped: no listing needed
     try:
         listing = list_workspace(sandbox, workdir, LISTING_TIMEOUT_S, kill_first=True)  # one command: kill, then list
     except SandboxError:
@@ -115,13 +124,15 @@ def _install(sandbox: Sandbox, task: Task, repo_tar: Path) -> tuple[str, ...]:
 @contextlib.contextmanager
 def _session(agent: Agent, task: Task, prepared: Prepared, sandboxes: SandboxFactory, events_path: Path,
              limits: BudgetLimits, trial_id: str, used: list[Usage] | None = None,
-             on_ready: Callable[[], None] | None = None) -> Iterator[Session]:
-    mounts = agent.prepare() if hasattr(agent, "prepare") else []  # the agent's own part of the spec
+             on_ready: Callable[[], None] | None = None, ready: Sandbox | None = None) -> Iterator[Session]:
     canaries = prepared.canaries
-    spec = dataclasses.replace(prepared.spec, mounts=tuple(prepared.spec.mounts) + tuple(mounts))
-    sandbox = sandboxes(spec)
-    events = EventLog(events_path, trial_id)
+    sandbox: Sandbox | None = ready
+    events: EventLog | None = None
     try:
+        if sandbox is None:
+            sandbox = sandbox_for(agent, prepared, sandboxes)
+        spec = sandbox.spec
+        events = EventLog(events_path, trial_id)
         sandbox.start()
         lap("sandbox")
         outputs = _install(sandbox, task, prepared.repo_tar)
@@ -151,12 +162,16 @@ def _session(agent: Agent, task: Task, prepared: Prepared, sandboxes: SandboxFac
         session.anchor = events.close()
         yield session
     finally:
-        events.close()
+        if events is not None:
+            events.close()
         try:
-            sandbox.remove()
-            lap("cleanup")
+            if sandbox is not None:
+                try:
+                    sandbox.remove()
+                    lap("cleanup")
+                finally:
+                    if used is not None:
+                        used.append(sandbox.resources_used())
         finally:
-            if used is not None:
-                used.append(sandbox.resources_used())
-        if hasattr(agent, "close"):
-            agent.close()
+            if hasattr(agent, "close"):
+                agent.close()

@@ -1,5 +1,6 @@
 """The local backend: trials in threads on this machine, against its engine, as many at once as
-``Admission`` allows."""
+``Admission`` allows; while they run, the next ones in plan order are prepared up to their sandbox's start
+(``ahead.Ahead``: ``TRIALBOX_PREPARE_AHEAD`` of them, at most as many as the slots)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from typing import Any
 
 import docker
 
+from ..ahead import Ahead, discard_readied
 from ..grading.runner import GraderLimits
 from ..manifest import LoadedManifest
 from ..sandbox.docker import docker_host
+from ..settings import load_settings
 from ..store import RunPaths
 from ..trial import TrialSpec, run_trial
 from .base import Admission, Finished, remove_run_containers
@@ -32,18 +35,26 @@ class LocalBackend:
         self.node = self.host.node
         self.pool = ThreadPoolExecutor(max_workers=max(1, self.slots), thread_name_prefix="trial")
         self.futures: dict[Future, TrialSpec] = {}
+        self.ahead = Ahead(loaded, self.host, min(load_settings().prepare_ahead, self.slots))
 
     def describe(self) -> str:
         return (f"up to {self.slots} at once on {self.node['name']} ({self.admission.per_trial_cpu} CPU, "
                 f"{self.admission.per_trial_memory_mb} MiB each)")
 
     def admit(self, queue: deque[TrialSpec]) -> TrialSpec | None:
-        return queue.popleft() if queue and len(self.futures) < self.slots else None
+        if queue and len(self.futures) < self.slots:
+            return queue.popleft()
+        self.ahead.keep(queue)  # no room: the next ones get ready while the running ones work
+        return None
 
     def submit(self, spec: TrialSpec) -> None:
-        self.futures[self.pool.submit(run_trial, spec, self.loaded, self.host, self.paths,
-                                      GraderLimits.for_environment(spec.environment), self.judge,
-                                      self.cancel)] = spec
+        readied = self.ahead.claim(spec)
+        future = self.pool.submit(run_trial, spec, self.loaded, self.host, self.paths,
+                                  GraderLimits.for_environment(spec.environment), self.judge, self.cancel,
+                                  readied=readied)
+        if readied is not None:  # a trial cancelled before it ran never takes what was made for it
+            future.add_done_callback(lambda f: discard_readied(readied) if f.cancelled() else None)
+        self.futures[future] = spec
 
     @property
     def running(self) -> int:
@@ -66,8 +77,11 @@ class LocalBackend:
     def interrupt(self) -> list[Finished]:
         self.cancel.set()  # running trials stop before grading
         finished = [self._finished(f) for f in list(self.futures) if f.done() and not f.cancelled()]
+        self.pool.shutdown(wait=False, cancel_futures=True)  # trials not started never will be
+        self.ahead.close()  # what was made ahead, removed (disks and volumes too)
         remove_run_containers(self.client, self.paths.key)
         return finished
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.ahead.close()

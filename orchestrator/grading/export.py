@@ -10,6 +10,12 @@ or absolute paths are refused. Past ``max_bytes``, ``max_files`` or
 ``timeout_s`` the export stops and says so. Nothing from the workspace is
 ever extracted onto the host's filesystem or executed there.
 
+**On the host, from the disk** (``Sandbox.host_archive``, ``sandbox/hostdisk.py``), where the workspace is a
+disk of its own and trialbox may mount it: once the container has stopped, the host archives the disk mounted
+read-only in a mount namespace of its own; nothing runs in the sandbox and no listing is needed (tar, as root,
+walks every path however long and says what it could not read; that is a ``problem``). What follows is the path
+where the host cannot.
+
 **Complete or it says so.** The engine's archive silently leaves out what it
 cannot reach by one path (a path longer than ``PATH_MAX``). So the sandbox,
 with every process of the agent stopped, is started again (its command only:
@@ -32,14 +38,18 @@ from __future__ import annotations
 
 import io
 import posixpath
+import tarfile
 import time
 from dataclasses import dataclass
 
 from ..errors import OutputLost, SandboxError
+from ..log import get_logger
 from ..sandbox.base import Sandbox
 from ..sandbox.dockerexec import KILL_FUNCTION, SYSTEM_PATH
 from ..textsafe import path_bytes
 from .tree import ChunkReader, ExportLimits, Tree, read_tar
+
+log = get_logger("export")
 
 
 # Lists the workspace: type, size, link count and path (bytes, NUL-terminated), .git pruned; "END" last.
@@ -236,6 +246,28 @@ def _tidy(tree: Tree) -> Tree:
     return tree
 
 
+def _export_on_host(sandbox: Sandbox, limits: ExportLimits, deadline: float) -> Tree | None:
+    """The workspace archived on the host from the stopped sandbox's disk (``Sandbox.host_archive``): whole, or
+    its problems say what tar could not read; None when the host cannot (the engine's archive is used)."""
+    archive = sandbox.host_archive(deadline)
+    if archive is None:
+        return None
+    failed = None
+    with archive:
+        try:
+            tree = read_tar(io.BufferedReader(ChunkReader(archive.chunks(), deadline)), "", limits)
+        except tarfile.TarError as exc:
+            tree, failed = Tree(), exc
+    if getattr(archive, "unavailable", False):
+        log.warning("the workspace could not be archived on the host; through the engine instead",
+                    sandbox=sandbox.spec.name, problems=archive.problems)
+        return None
+    tree.problems += archive.problems
+    if failed is not None and not archive.problems:
+        tree.problems.append(f"the host's archive of the workspace could not be read: {failed}")
+    return tree
+
+
 def export_workspace(sandbox: Sandbox, workdir: str = "/workspace", limits: ExportLimits = ExportLimits(),
                      listing: Listing | None = None) -> Tree:
     """The final workspace of a stopped sandbox, as data, checked against its own listing (see above).
@@ -243,8 +275,11 @@ def export_workspace(sandbox: Sandbox, workdir: str = "/workspace", limits: Expo
     ``listing``: one taken before the sandbox stopped, once no process of the agent was left (``Sandbox.kill_
     leftovers``): nothing could change the files since. Without one, or when the archive lacks an entry that
     has to be read on its own, the sandbox is started again (its command only) and stopped before this returns."""
-    root = posixpath.basename(workdir.rstrip("/"))
     deadline = time.monotonic() + limits.timeout_s
+    on_host = _export_on_host(sandbox, limits, deadline)
+    if on_host is not None:
+        return _tidy(on_host)
+    root = posixpath.basename(workdir.rstrip("/"))
     stream = sandbox.copy_out(workdir)
     try:
         tree = read_tar(io.BufferedReader(ChunkReader(iter(stream), deadline)), root, limits)

@@ -106,6 +106,12 @@ class PreparedGrader:
         except BaseException as exc:  # noqa: BLE001  (the grading that takes it then starts it itself, or fails)
             self._error = exc
 
+    def wait(self) -> None:
+        """Until the container is created; raises what its creation raised."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
     def take(self):
         if self._taken:  # used once: a retried grading gets a fresh container the usual way
             return None

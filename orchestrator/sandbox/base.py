@@ -181,6 +181,15 @@ class Sandbox(abc.ABC):
 
         Raises ``SandboxError`` when ``path`` is absent or the engine refuses."""
 
+    def host_archive(self, deadline: float | None = None) -> "HostArchive | None":
+        """A tar stream of the stopped sandbox's workspace read on the host, from its disk (no engine, no
+        command in the sandbox), cut off at ``deadline`` (monotonic); None when this sandbox cannot (the caller
+        uses ``copy_out`` and a listing)."""
+        return None
+
+    archives_on_host: bool = False
+    """Whether ``host_archive`` will be possible once the sandbox has stopped (then no listing is needed)."""
+
     @abc.abstractmethod
     def oom_kill_count(self) -> int | None:
         """OOM kills recorded by the sandbox's memory cgroup so far (None: cannot tell). Never raises."""
@@ -226,6 +235,25 @@ class Sandbox(abc.ABC):
 
 SandboxFactory = Callable[[SandboxSpec], Sandbox]
 """Makes a sandbox from its spec (not started); agents, grading and ``tasks check`` receive one of these."""
+
+
+class HostArchive(abc.ABC):
+    """A tar of a stopped workspace made on the host (``Sandbox.host_archive``): read its ``chunks``, then
+    ``close``; ``problems`` then says what kept the archive from being whole (empty: it is whole)."""
+
+    problems: list[str]
+
+    @abc.abstractmethod
+    def chunks(self) -> Iterator[bytes]: ...
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> "HostArchive":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from .dockerexec import DockerExec
 from .dockerfiles import DockerFiles, uid_gid
 from .base import Sandbox, SandboxFactory, SandboxHost, SandboxInfo, SandboxSpec
 from .disks import LoopDisk, create_disk, destroy_disk
+from .hostdisk import DiskArchive, host_archive_possible
 from .meter import Meter, Usage
 
 GVISOR_THREAD_HEADROOM = 512
@@ -186,6 +187,18 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
                 self.container.stop(timeout=int(timeout))
             except docker.errors.NotFound:
                 pass
+
+    def host_archive(self, deadline: float | None = None):
+        """See ``Sandbox.host_archive`` (``hostdisk.DiskArchive``): only once the container has stopped, for a
+        workspace on its own disk, where this process may mount it."""
+        if self.disk is None or not host_archive_possible() or self.is_running():
+            return None
+        return DiskArchive(self.disk.device, load_settings().state_dir / "views", deadline)
+
+    @property
+    def archives_on_host(self) -> bool:
+        """Whether ``host_archive`` will be possible once the sandbox has stopped."""
+        return self.disk is not None and host_archive_possible()
 
     def resume(self, timeout: float = 30) -> None:
         """Start a stopped sandbox again for inspection (its command only, ``sleep``: no process of the

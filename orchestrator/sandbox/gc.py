@@ -99,6 +99,13 @@ def collect_garbage(client: docker.DockerClient, settings: Settings, everything:
             result.disks.append(img.name)
         if everything or os.geteuid() == 0:
             result.disks += detach_orphans(settings.disks_dir)
+    views = settings.state_dir / "views"  # the host's archives' mount points (``hostdisk``): empty, left by a crash
+    if views.is_dir():
+        for view in views.glob("view-*"):
+            try:
+                view.rmdir()
+            except OSError:
+                pass  # in use by a live archive, or not empty: not ours to remove
     if everything:
         for golden in sorted((settings.state_dir / "golden").glob("*.img")):
             golden.unlink(missing_ok=True)  # a cache: rebuilt on demand

@@ -1,6 +1,7 @@
 """The workspace listed before the stop: what the agent left is killed in the same command, the export is checked
-against that listing without starting the sandbox again (used where the host keeps processes from tracing one
-another, ``agents.session.ptrace_restricted``; exercised here directly on every host)."""
+against that listing without starting the sandbox again (used where the host cannot archive the stopped disk
+itself and keeps processes from tracing one another, ``agents.session.ptrace_restricted``; exercised here
+directly on every host, the host's own archive turned off)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from orchestrator.grading.export import export_workspace, list_workspace
 
 def test_leftovers_are_killed_and_the_listing_checks_the_export(make_sandbox):
     sb = make_sandbox()
+    sb.host_archive = lambda deadline=None: None  # the path where the host cannot archive the disk itself
     # a background writer, one that renamed itself with a newline (it reads as a zombie to a one-line parser),
     # and one in a session of its own
     assert sb.exec(["bash", "-c", "mkdir -p d && echo hi > d/a.txt; "

@@ -82,6 +82,10 @@ def test_offline_run_with_every_kind_of_agent(demo_run):
         assert sandbox["source"] == "cgroup" and sandbox["cpu_s"] > 0 and sandbox["memory_gib_s"] > 0, r["id"]
         assert grader["source"] == "cgroup" and grader["spans"] >= 1 and grader["cpu_s"] > 0, r["id"]
     assert any(r["usage"]["tool_calls"].get("bash") for r in results if r["candidate"] == "claude-scripted")
+    # the trials after the first slots' worth were prepared while earlier ones ran (command agents too: their
+    # model proxy made ahead), and came out as the others did
+    ahead = {r["candidate"] for r in results if r["conditions"]["prepared_ahead"]}
+    assert len(ahead) >= 3 and sum(r["conditions"]["prepared_ahead"] for r in results) >= 10, ahead
 
 
 def test_show_explains_each_verdict(demo_run, repo_root):

@@ -197,7 +197,8 @@ DEEP = "d=$(printf 'x%.0s' $(seq 200)); cd textkit; for i in $(seq 25); do mkdir
     (bash("mkfifo textkit/pipe"), None),                                     # a FIFO: left out, noted
     (bash(DEEP + "printf 'deep\\n' > leaf.txt"), "leaf.txt"),              # a path longer than PATH_MAX
 ])
-def test_harmless_oddities_next_to_an_honest_fix_are_accepted(setup, client, tmp_path, extra, expect_path):  # noqa: F811
+def test_harmless_oddities_next_to_an_honest_fix_are_accepted(setup, client, tmp_path, extra, expect_path,  # noqa: F811
+                                                             archive):
     order = [*FIX, extra, *SUBMIT] if "ln textkit" in str(extra) else [extra, *FIX, *SUBMIT]
     verdict, result, paths, trial_id = trial(setup, client, tmp_path, order)
     assert verdict["outcome"] == "accepted", [c for c in verdict["criteria"] if not c["passed"]]
@@ -205,13 +206,29 @@ def test_harmless_oddities_next_to_an_honest_fix_are_accepted(setup, client, tmp
     if expect_path:
         assert any(p.endswith(expect_path) for p in result["changed_paths"]), result["changed_paths"]
     export = criteria(verdict).get("export")
-    if expect_path is None or expect_path == "leaf.txt":
+    if expect_path is None or (expect_path == "leaf.txt" and archive == "engine"):  # the engine's misses it: noted
         assert export is not None and not export["critical"] and export["evidence"]["notes"]
 
 
-def test_an_export_that_cannot_be_completed_is_a_critical_failure(setup, client, tmp_path):  # noqa: F811
+@pytest.fixture(params=["host", "engine"])
+def archive(request, monkeypatch):
+    """Where the final workspace is archived: on the host from the stopped disk (``hostdisk``), or, where the
+    host cannot, by the engine with the sandbox's own listing to check it against (forced here)."""
+    if request.param == "engine":
+        from orchestrator.sandbox.docker import DockerSandbox
+        monkeypatch.setattr(DockerSandbox, "host_archive", lambda self, deadline=None: None)
+        monkeypatch.setattr(DockerSandbox, "archives_on_host", False)
+    return request.param
+
+
+def test_an_export_that_cannot_be_completed_is_a_critical_failure(setup, client, tmp_path, archive):  # noqa: F811
     hidden = bash(DEEP + "printf 'deep\\n' > leaf.txt && chmod 000 leaf.txt")  # unreadable and out of the archive's reach
-    verdict, _, _, _ = trial(setup, client, tmp_path, [hidden, *FIX, *SUBMIT])
+    verdict, result, paths, trial_id = trial(setup, client, tmp_path, [hidden, *FIX, *SUBMIT])
+    if archive == "host":  # as root on the host, every path is in reach: exported whole, the fix stands
+        assert verdict["outcome"] == "accepted", verdict["reasons"]
+        assert "export" not in criteria(verdict) or not criteria(verdict)["export"]["critical"]
+        assert any(p.endswith("leaf.txt") for p in result["changed_paths"])
+        return
     assert verdict["outcome"] == "rejected" and "export" in verdict["reasons"]
     export = criteria(verdict)["export"]
     assert export["critical"] and any(p.split(":")[0].endswith("leaf.txt") for p in export["evidence"]["missing_or_different"])
@@ -332,15 +349,22 @@ def test_a_forger_that_guesses_which_failure_is_the_tripwire(setup, client, tmp_
     assert verdict["outcome"] == "rejected" and "grader_integrity" in verdict["reasons"], verdict["reasons"]
 
 
-def test_an_unenterable_workspace_is_the_agents_failure(setup, client, tmp_path):  # noqa: F811
+def test_an_unenterable_workspace_is_the_agents_failure(setup, client, tmp_path, archive):  # noqa: F811
     verdict, _, _, _ = trial(setup, client, tmp_path, [*FIX, bash("chmod 000 /workspace; echo done"), *SUBMIT])
+    if archive == "host":  # the host reads it all the same: exported whole, never an infra retry
+        assert verdict["outcome"] == "accepted", verdict["reasons"]
+        return
     assert verdict["outcome"] == "rejected" and "export" in verdict["reasons"], verdict  # never an infra retry
     assert any("cannot be entered" in p for p in criteria(verdict)["export"]["evidence"]["missing_or_different"])
 
 
-def test_a_long_path_behind_an_unsearchable_folder_is_not_silently_lost(setup, client, tmp_path):  # noqa: F811
+def test_a_long_path_behind_an_unsearchable_folder_is_not_silently_lost(setup, client, tmp_path, archive):  # noqa: F811
     hidden = bash("mkdir textkit/h && cd textkit/h && " + DEEP.replace("cd textkit; ", "")
                   + "printf x > f; cd /workspace && chmod 000 textkit/h")
-    verdict, _, _, _ = trial(setup, client, tmp_path, [*FIX, hidden, *SUBMIT])
+    verdict, result, _, _ = trial(setup, client, tmp_path, [*FIX, hidden, *SUBMIT])
+    if archive == "host":  # not lost: exported, and the scope judges it (textkit/** is authorized)
+        assert verdict["outcome"] == "accepted", verdict["reasons"]
+        assert any(p.startswith("textkit/h/") and p.endswith("/f") for p in result["changed_paths"])
+        return
     assert verdict["outcome"] == "rejected" and "export" in verdict["reasons"], verdict
     assert any("listing is incomplete" in p for p in criteria(verdict)["export"]["evidence"]["missing_or_different"])
