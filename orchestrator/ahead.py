@@ -18,15 +18,18 @@ Everything made ahead is removed when it is not used: on discard, at the end of 
 (``close`` from the backend's interrupt; the engine's containers of the run are removed by label as well) and
 after a crash by ``trialbox gc`` (its containers, volumes and disks carry the owner label like any sandbox's).
 
-**Drift.** A readied trial records what it was made from (``inputs``: the repository's identity, the images,
-the sandbox's resolved spec but its fresh canaries); when the trial takes it, the same inputs are resolved
-again and any that differ discard it, named in the log, and the trial prepares itself from the current inputs
-as if nothing had been made ahead.
+**Drift.** A readied trial records what it was made from and could change on disk before its turn (``inputs``:
+the task folder's and the repository's identity, the candidate's own file); when the trial takes it, the same
+inputs are resolved again and any that differ discard it, named in the log, and the trial prepares itself from
+the current inputs as if nothing had been made ahead. A readied sandbox has names of its own (a suffix), so a
+discarded one still being made never meets the one its trial then makes itself.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import uuid
 from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -77,17 +80,16 @@ class Readied:
 
 
 def trial_inputs(spec, loaded: LoadedManifest) -> dict[str, str]:
-    """What a readied trial was made from, named as the run's lock names it: the task folder's and the
-    repository's identity (the workspace disk is seeded from it), the candidate's own file (a script, a
-    system prompt: the agent is made from it), the agent's and the grader's images, and the sandbox's spec."""
+    """What a readied trial was made from and could change on disk before its turn, named as the run's lock
+    names it: the task folder's and the repository's identity (the workspace disk is seeded from it) and the
+    candidate's own file (a script, a system prompt: the agent is made from it). The images and the sandbox's
+    limits come from the trial's spec, fixed when the run was planned (from its lock): not inputs that drift."""
     from .hashing import sha256_file, tree_sha256
-    from .trial import sandbox_spec
 
     c = spec.candidate
     own = next((getattr(c, f) for f in ("script", "system_prompt") if getattr(c, f, None) is not None), None)
     return {"task_sha256": tree_sha256(spec.task.folder), "repo_source": source_identity(spec.task),
-            "candidate_file": sha256_file(loaded.resolve(own)) if own is not None else "",
-            "image_id": spec.image_id, "grader_image_id": spec.grader_image, "sandbox": repr(sandbox_spec(spec))}
+            "candidate_file": sha256_file(loaded.resolve(own)) if own is not None else ""}
 
 
 def ready_trial(spec, loaded: LoadedManifest, host: SandboxHost, grader_limits: GraderLimits,
@@ -100,7 +102,9 @@ def ready_trial(spec, loaded: LoadedManifest, host: SandboxHost, grader_limits: 
     agent = make_agent(spec.candidate, spec.task, loaded, env)
     made: list[Any] = []
     try:
-        prepared = prepare(spec.task, sandbox_spec(spec), with_canaries=True)
+        base = sandbox_spec(spec)  # its own names: a discarded preparation still being made never meets the
+        prepared = prepare(spec.task, dataclasses.replace(  # trial's own sandbox, made under the trial's names
+            base, name=f"{base.name[:112]}-r{uuid.uuid4().hex[:6]}"), with_canaries=True)
         sandbox = sandbox_for(agent, prepared, host.sandboxes)
         made.append(sandbox)
         sandbox.create()
@@ -124,7 +128,7 @@ def ready_trial(spec, loaded: LoadedManifest, host: SandboxHost, grader_limits: 
 def take(readied: "Future[Readied] | None", spec, loaded: LoadedManifest) -> Readied | None:
     """The readied trial ``spec`` may use: None when none was made, its preparation failed, or its inputs
     drifted (then it is discarded, and what drifted is named in the log)."""
-    if readied is None:
+    if readied is None or readied.cancel():  # not begun: the trial prepares itself rather than wait behind others
         return None
     try:
         got = readied.result()

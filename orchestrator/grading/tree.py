@@ -177,18 +177,35 @@ def _is_git(rel: str) -> bool:
     return rel == ".git" or rel.startswith(".git/")
 
 
+MAX_PATH_BYTES = 64 << 10
+"""The longest path an export keeps (a path is ``PATH_MAX``, 4 KiB, in everything a repository's tools use)."""
+MAX_NAME_BYTES = 64 << 20
+"""All the paths of an export together: the tree's names are held in memory on the host, so a workspace of
+many deep folders (a few MB of disk can name gigabytes of paths) is cut off here, and says so."""
+
+
 def read_tar(stream: io.RawIOBase | io.BufferedIOBase, root: str, limits: ExportLimits) -> Tree:
-    """Read a tar stream whose members sit under ``root/`` into a ``Tree`` (bounded)."""
-    tree, total = Tree(), 0
+    """Read a tar stream whose members sit under ``root/`` into a ``Tree`` (bounded: contents by ``max_bytes``,
+    entries, folders included, by ``max_files``, paths by ``MAX_PATH_BYTES`` each and ``MAX_NAME_BYTES`` in all)."""
+    tree, total, names = Tree(), 0, 0
     try:
         with tarfile.open(fileobj=stream, mode="r|") as tf:
             for member in tf:
+                tf.members = []  # a stream's members are never looked up again: none is kept in memory
                 rel = _clean(member.name, root)
                 if rel is None or _is_git(rel):
                     continue
-                if len(tree.files) + len(tree.symlinks) >= limits.max_files or total + max(member.size, 0) > limits.max_bytes:
+                names += len(rel) + len(member.linkname)
+                if len(tree.files) + len(tree.symlinks) + len(tree.dirs) >= limits.max_files \
+                        or total + max(member.size, 0) > limits.max_bytes:
                     tree.truncated = True
-                    tree.skipped.append(f"{rel}: export limit reached ({limits.max_files} files, {limits.max_bytes} bytes)")
+                    tree.skipped.append(f"{rel[:300]}: export limit reached ({limits.max_files} entries, "
+                                        f"{limits.max_bytes} bytes)")
+                    break
+                if len(rel) > MAX_PATH_BYTES or names > MAX_NAME_BYTES:
+                    tree.truncated = True
+                    tree.skipped.append(f"{rel[:300]}…: export limit reached (paths of {MAX_PATH_BYTES} bytes, "
+                                        f"{MAX_NAME_BYTES} bytes of paths in all)")
                     break
                 if member.isdir():
                     tree.dirs.add(rel)
@@ -204,7 +221,9 @@ def read_tar(stream: io.RawIOBase | io.BufferedIOBase, root: str, limits: Export
                     tree.symlinks[rel] = member.linkname
                 elif member.islnk():  # the same file under a second name: a regular file with that content
                     first = _clean(member.linkname, root)
-                    if first is not None and first in tree.files:
+                    if first is not None and first in tree.symlinks:  # a second name of a symlink: the same link
+                        tree.symlinks[rel] = tree.symlinks[first]
+                    elif first is not None and first in tree.files:
                         if total + len(tree.files[first]) > limits.max_bytes:
                             tree.truncated = True
                             tree.skipped.append(f"{rel}: export limit reached ({limits.max_bytes} bytes)")

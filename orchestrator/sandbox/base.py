@@ -246,6 +246,9 @@ class HostArchive(abc.ABC):
     @abc.abstractmethod
     def chunks(self) -> Iterator[bytes]: ...
 
+    def finish(self) -> None:
+        """The reader took the whole archive: read the stream to its end, so the archiver's status is known."""
+
     @abc.abstractmethod
     def close(self) -> None: ...
 

@@ -34,7 +34,7 @@ from .dockerexec import DockerExec
 from .dockerfiles import DockerFiles, uid_gid
 from .base import Sandbox, SandboxFactory, SandboxHost, SandboxInfo, SandboxSpec
 from .disks import LoopDisk, create_disk, destroy_disk
-from .hostdisk import DiskArchive, host_archive_possible
+from .hostdisk import DiskArchive, host_archive_possible, loop_backing_file
 from .meter import Meter, Usage
 
 GVISOR_THREAD_HEADROOM = 512
@@ -193,6 +193,10 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
         workspace on its own disk, where this process may mount it."""
         if self.disk is None or not host_archive_possible() or self.is_running():
             return None
+        if loop_backing_file(self.disk.device) != str(self.disk.path):
+            log.warning("the workspace's loop device is no longer its disk's: not archived on the host",
+                        sandbox=self.spec.name, device=self.disk.device)
+            return None  # never another trial's disk
         return DiskArchive(self.disk.device, load_settings().state_dir / "views", deadline)
 
     @property

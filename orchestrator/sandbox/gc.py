@@ -13,6 +13,7 @@ import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import docker
 import docker.errors
@@ -99,13 +100,16 @@ def collect_garbage(client: docker.DockerClient, settings: Settings, everything:
             result.disks.append(img.name)
         if everything or os.geteuid() == 0:
             result.disks += detach_orphans(settings.disks_dir)
-    views = settings.state_dir / "views"  # the host's archives' mount points (``hostdisk``): empty, left by a crash
+    views = settings.state_dir / "views"  # the host's archives' mount points (``hostdisk``), named for their process
     if views.is_dir():
         for view in views.glob("view-*"):
+            pid = view.name.split("-")[1]
+            if not everything and pid.isdigit() and Path(f"/proc/{pid}").exists():
+                continue  # its process may still be archiving through it
             try:
                 view.rmdir()
             except OSError:
-                pass  # in use by a live archive, or not empty: not ours to remove
+                pass  # not empty: not a mount point of trialbox's
     if everything:
         for golden in sorted((settings.state_dir / "golden").glob("*.img")):
             golden.unlink(missing_ok=True)  # a cache: rebuilt on demand

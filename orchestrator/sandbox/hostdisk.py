@@ -15,6 +15,7 @@ apparent size is cut off by the export's bounds.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -26,33 +27,63 @@ from pathlib import Path
 
 from .base import HostArchive
 
+TAR_MEMORY_KB = 1 << 20
+"""tar's address space (``ulimit -v``, KiB): a tree of very long paths costs tar memory growing with its depth;
+past this bound tar fails, which is a problem of the export, never the host's memory."""
 SCRIPT = r"""mount -t ext4 -o ro,noload,nosuid,nodev,noexec -- "$1" "$2" || exit 90
 cd "$2" || exit 91
-exec tar --sort=name --numeric-owner --anchored --exclude=./.git --one-file-system --format=gnu -cf - ."""
+ulimit -v %d || exit 92
+exec tar --sort=name --numeric-owner --anchored --exclude=./.git --one-file-system --format=gnu -cf - .""" % TAR_MEMORY_KB
+NOT_MOUNTED = (90, 91, 92)
+"""The script's own exits before tar ran: the host could not archive the disk (the engine's archive is used)."""
 CHUNK = 1 << 20
+TRAILER_BYTES = 1 << 20
+"""What may follow tar's end-of-archive marker (its record padding) when the rest of the stream is drained."""
 
 
+@functools.lru_cache(maxsize=1)
 def host_archive_possible() -> bool:
-    """Whether this process can mount a disk in a namespace of its own (root, with unshare, mount and tar)."""
-    return os.geteuid() == 0 and all(shutil.which(t) for t in ("unshare", "mount", "tar"))
+    """Whether this process can mount a disk in a namespace of its own: root, with unshare, mount and tar, and a
+    mount namespace actually made (a container without CAP_SYS_ADMIN cannot); probed once."""
+    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("unshare", "mount", "tar")):
+        return False
+    try:
+        return subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def loop_backing_file(device: str) -> str | None:
+    """The file a loop device is attached to (None when it is not one, or not attached)."""
+    try:
+        return Path(f"/sys/block/{Path(device).name}/loop/backing_file").read_text().strip()
+    except OSError:
+        return None
 
 
 class DiskArchive(HostArchive):
     """GNU tar of the read-only mounted ``device`` (see the module docstring). ``unavailable`` after ``close``:
-    the host could not mount it (nothing was read; the caller archives through the engine instead)."""
+    the host could not mount it (the caller archives through the engine instead). ``notes``: what tar left out
+    by design (sockets)."""
 
     def __init__(self, device: str, scratch: Path, deadline: float | None = None) -> None:
         scratch.mkdir(parents=True, exist_ok=True)
-        self.dir = Path(tempfile.mkdtemp(prefix="view-", dir=scratch))
-        self.err = tempfile.TemporaryFile()  # a file, not a pipe: tar's warnings can never block its output
+        self.dir = Path(tempfile.mkdtemp(prefix=f"view-{os.getpid()}-", dir=scratch))
         self.problems: list[str] = []
+        self.notes: list[str] = []
         self.unavailable = False
         self.read = 0
-        self._ended = False
-        self.proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", SCRIPT, "sh",
-                                      device, str(self.dir)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=self.err, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"})
-        self._timer = None
+        self._ended = self._finished = False
+        self._timer: threading.Timer | None = None
+        try:
+            self.err = tempfile.TemporaryFile()  # a file, not a pipe: tar's warnings can never block its output
+            self.proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", SCRIPT, "sh",
+                                          device, str(self.dir)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=self.err, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"})
+        except BaseException:
+            self.dir.rmdir()
+            raise
         if deadline is not None:
             self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self.proc.kill)
             self._timer.daemon = True
@@ -68,23 +99,38 @@ class DiskArchive(HostArchive):
             self.read += len(data)
             yield data
 
+    def finish(self) -> None:
+        """The reader got the whole archive: read what follows its end marker to the end of the stream, so tar's
+        exit status is known (a tar that skipped what it could not read still ends its archive cleanly)."""
+        assert self.proc.stdout is not None
+        left = 0
+        while not self._ended and left <= TRAILER_BYTES:
+            data = self.proc.stdout.read1(CHUNK)
+            if not data:
+                self._ended = True
+            left += len(data)
+        self._finished = self._ended
+
     def close(self) -> None:
         try:
-            if not self._ended:
-                self.proc.kill()  # the reader stopped early (the export's bounds): not a gap of the archive
+            if not self._finished:
+                self.proc.kill()  # the reader stopped early (the export's bounds, or an unreadable archive)
             if self.proc.stdout is not None:
                 self.proc.stdout.close()
             rc = self.proc.wait()
             if self._timer is not None:
                 self._timer.cancel()
             self.err.seek(0)
-            said = self.err.read(2000).decode("utf-8", "backslashreplace").strip()
-            if self._ended and rc != 0:
-                if self.read == 0:
-                    self.unavailable = True  # no mount (no namespace, no loop device): nothing was archived
-                    self.problems.append(f"the host could not mount the workspace's disk (exit {rc}): {said}")
-                else:
-                    self.problems.append(f"tar on the host did not archive the whole workspace (exit {rc}): {said}")
+            said = self.err.read(1 << 20).decode("utf-8", "surrogateescape")
+            lines = [line for line in said.splitlines() if line.strip()]
+            self.notes = [f"{line.removeprefix('tar: ./').removesuffix(': socket ignored')}: special file "
+                          "(device, FIFO or socket) left out" for line in lines if line.endswith(": socket ignored")]
+            errors = "; ".join(line for line in lines if not line.endswith(": socket ignored"))[:1500]
+            if rc in NOT_MOUNTED and self.read == 0:
+                self.unavailable = True  # no mount (no namespace, no loop device): nothing was archived
+                self.problems.append(f"the host could not mount the workspace's disk (exit {rc}): {errors}")
+            elif self._finished and rc != 0:
+                self.problems.append(f"tar on the host did not archive the whole workspace (exit {rc}): {errors}")
         finally:
             self.err.close()
             try:

@@ -63,3 +63,26 @@ def test_a_disk_the_host_cannot_mount_is_archived_by_the_engine(make_sandbox, tm
         sb.disk = real  # removed with the sandbox
     assert tree.complete and tree.files["kept.txt"] == b"hi\n"  # through the engine, checked against a listing
     assert not sb.is_running()
+
+
+def test_a_second_name_of_a_symlink_and_a_socket_are_not_silently_lost(make_sandbox):
+    sb = make_sandbox()
+    assert sb.exec(["bash", "-c", "ln -s ../outside a_link && ln a_link zz && echo x > f && python3 -c \"import socket; "
+                                  "socket.socket(socket.AF_UNIX).bind('sock')\""]).exit_code == 0
+    sb.stop()
+    tree = export_workspace(sb, "/workspace")
+    assert tree.complete, tree.problems
+    assert tree.symlinks == {"a_link": "../outside", "zz": "../outside"}  # a hard link to a link: the same link
+    assert any(s.startswith("sock: special file") for s in tree.skipped)  # tar skips sockets: noted all the same
+
+
+def test_a_tar_that_fails_after_a_clean_archive_makes_the_export_incomplete(make_sandbox, monkeypatch):
+    import orchestrator.sandbox.hostdisk as hostdisk
+
+    sb = make_sandbox()
+    assert sb.exec(["bash", "-c", "echo x > f"]).exit_code == 0
+    sb.stop()
+    # the archive ends cleanly, then tar exits 2, as it does after skipping what it could not read
+    monkeypatch.setattr(hostdisk, "SCRIPT", hostdisk.SCRIPT.replace("exec tar", "tar") + "; echo 'tar: ./g: Cannot open' >&2; exit 2")
+    tree = export_workspace(sb, "/workspace")
+    assert not tree.complete and any("exit 2" in p and "Cannot open" in p for p in tree.problems), tree.problems

@@ -101,3 +101,50 @@ def test_export_is_bounded_and_keeps_links_as_data():
     buf.seek(0)
     small = read_tar(buf, "workspace", ExportLimits(max_bytes=15))
     assert small.truncated and set(small.files) == {"a.py"}
+
+
+def _tar(members) -> "io.BytesIO":
+    import io
+    import tarfile as tf_mod
+
+    buf = io.BytesIO()
+    with tf_mod.open(fileobj=buf, mode="w", format=tf_mod.GNU_FORMAT) as tf:
+        for name, kind, value in members:
+            ti = tf_mod.TarInfo(name)
+            if kind == "f":
+                ti.size = len(value)
+                tf.addfile(ti, io.BytesIO(value))
+                continue
+            ti.type = {"d": tf_mod.DIRTYPE, "l": tf_mod.SYMTYPE, "h": tf_mod.LNKTYPE}[kind]
+            ti.linkname = value
+            tf.addfile(ti)
+    buf.seek(0)
+    return buf
+
+
+def test_a_second_name_of_a_symlink_is_the_same_link():
+    from orchestrator.grading.tree import ExportLimits, read_tar
+
+    tree = read_tar(_tar([("./a", "l", "../out"), ("./b", "h", "./a")]), "", ExportLimits())
+    assert tree.symlinks == {"a": "../out", "b": "../out"} and tree.complete and not tree.skipped
+
+
+def test_folders_and_the_length_of_paths_count_against_the_bounds():
+    from orchestrator.grading.tree import MAX_NAME_BYTES, MAX_PATH_BYTES, ExportLimits, read_tar
+
+    dirs = read_tar(_tar([(f"./d{i}", "d", "") for i in range(10)]), "", ExportLimits(max_files=5))
+    assert dirs.truncated and len(dirs.dirs) == 5  # empty folders are entries too
+    deep = "/".join(["x" * 250] * (MAX_PATH_BYTES // 251 + 2))
+    long = read_tar(_tar([("./ok.txt", "f", b"1"), ("./" + deep, "f", b"2")]), "", ExportLimits())
+    assert long.truncated and set(long.files) == {"ok.txt"} and "paths of" in long.skipped[-1]
+    assert MAX_NAME_BYTES >= 1000 * MAX_PATH_BYTES // 100  # room for any real repository's names
+
+
+def test_the_paths_of_an_export_are_bounded_in_all(monkeypatch):
+    import orchestrator.grading.tree as tree_mod
+
+    monkeypatch.setattr(tree_mod, "MAX_NAME_BYTES", 10_000)
+    many = [(f"./{'y' * 250}/{i:06d}", "f", b"") for i in range(60)]  # each path well within its own bound
+    cut = tree_mod.read_tar(_tar(many), "", tree_mod.ExportLimits())
+    assert cut.truncated and 30 <= len(cut.files) < 60 and "bytes of paths in all" in cut.skipped[-1]
+    assert tree_mod.read_tar(_tar(many[:20]), "", tree_mod.ExportLimits()).complete
