@@ -54,6 +54,7 @@ from ..sandbox.dockerexec import SYSTEM_PATH
 from ..sandbox.meter import Usage
 from ..stageclock import lap
 from ..tasks import Task
+from ..textsafe import path_bytes
 from .diff import is_artifact
 from .runner import TOOLS, TOOLS_MOUNT, GraderLimits, TestRun
 from .tree import Tree
@@ -115,6 +116,23 @@ def without_artifacts(tree: Tree) -> Tree:
     return dataclasses.replace(tree, files={p: b for p, b in tree.files.items() if not is_artifact(p)},
                                symlinks={p: t for p, t in tree.symlinks.items() if not is_artifact(p)},
                                executable={p for p in tree.executable if not is_artifact(p)})
+
+
+def for_grading(tree: Tree) -> tuple[Tree, list[str]]:
+    """What of ``tree`` goes into the script grader's workspace: no bytecode or test caches, and no path longer
+    than the engine can create there (``compose.MAX_GRADER_PATH``, as for the pytest grader); and what was left
+    out (the ``evaluator_tampering_attempts`` evidence names it: never used by a test)."""
+    from .compose import MAX_GRADER_PATH
+
+    long = {p for p in [*tree.files, *tree.symlinks, *tree.dirs] if len(path_bytes(p)) > MAX_GRADER_PATH}
+    kept = without_artifacts(tree)
+    ignored = sorted(long | (set(tree.files) - set(kept.files)) | (set(tree.symlinks) - set(kept.symlinks)))
+    if not long:
+        return kept, ignored
+    return dataclasses.replace(kept, files={p: b for p, b in kept.files.items() if p not in long},
+                               symlinks={p: t for p, t in kept.symlinks.items() if p not in long},
+                               executable=kept.executable - long,
+                               dirs={d for d in kept.dirs if len(path_bytes(d)) <= MAX_GRADER_PATH}), ignored
 
 
 def replaced_runners(tree: Tree, workdir: str, changed: list[str], path_env: str, loaded: set[str]) -> list[str]:
@@ -193,7 +211,7 @@ def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task,
     timeout = g.timeout_seconds or limits.timeout_s
     sandbox = prepared if prepared is not None else sandboxes(script_grader_spec(image_id, task, limits, name, labels))
     try:
-        tree = without_artifacts(tree)
+        tree, ignored = for_grading(tree)
     except BaseException:
         sandbox.remove()  # a prepared one is this call's to remove
         raise
@@ -215,6 +233,7 @@ def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task,
             raise GraderInfraError("grader_start", str(exc)) from exc
         lap("grader_start")
         run = _run(sandbox, task, timeout, header)
+        run.ignored = ignored
         lap("grading")
         if found != "0":
             run.integrity.append(f"the reward folder {g.reward_dir} was not empty before the script ran ({found})")

@@ -270,6 +270,20 @@ def test_only_importable_modules_and_executables_on_path_count_as_replacing_the_
     assert sorted(stripped.files) == ["a.py"]
 
 
+def test_paths_too_long_for_the_grader_and_bytecode_stay_out_of_the_script_graders_workspace():
+    from orchestrator.grading.compose import MAX_GRADER_PATH
+    from orchestrator.grading.script import for_grading
+
+    deep = "/".join(["d" * 200] * (MAX_GRADER_PATH // 201 + 1))
+    tree = Tree(files={"answer.json": b"{}", f"{deep}/leaf": b"x", "m/__pycache__/m.pyc": b""},
+                symlinks={f"{deep}/link": "../x"}, dirs={"m", deep.rsplit("/", 1)[0], deep},
+                executable={f"{deep}/leaf"})
+    kept, ignored = for_grading(tree)
+    assert sorted(kept.files) == ["answer.json"] and not kept.symlinks and not kept.executable
+    assert all(len(d.encode()) <= MAX_GRADER_PATH for d in kept.dirs) and "m" in kept.dirs
+    assert ignored == sorted([f"{deep}/leaf", f"{deep}/link", deep, "m/__pycache__/m.pyc"])
+
+
 def test_a_pytest_entry_point_in_the_workspace_is_protected():
     from orchestrator.grading.criteria import _protected
 

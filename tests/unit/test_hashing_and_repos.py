@@ -103,7 +103,7 @@ def test_export_is_bounded_and_keeps_links_as_data():
     assert small.truncated and set(small.files) == {"a.py"}
 
 
-def _tar(members) -> "io.BytesIO":
+def _tar(members):
     import io
     import tarfile as tf_mod
 
