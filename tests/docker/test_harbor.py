@@ -178,7 +178,9 @@ def test_the_script_grader_against_agents_that_do_not_do_the_work(imported, proj
         return cli("show", str(run), f"fix-median/{name}/0", cwd=repo_root, check=0).stdout
 
     assert "the name of a module the environment's Python loads" in shown("shadow")
-    assert "[FAIL] reward (critical)" in shown("late")  # its writer was killed when the script ended
+    late = shown("late")  # its writer is killed when the script ends, or, when it wrote first (it races the script's
+    # end: 0.2 s after the import), the witness contradicts the reward: rejected either way
+    assert "[FAIL] reward (critical)" in late or "no pytest session of the test script passed" in late, late
     assert "the test script was killed (exit 137)" in shown("kill")
     assert "started and never finished" in shown("exit0")
     assert '"protected_changed": ["h-1.0.dist-info/entry_points.txt"]' in shown("distinfo")
