@@ -26,12 +26,11 @@ import os
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import structlog
-
-from concurrent.futures import Future
 
 from .agents import BudgetLimits, make_agent
 from .ahead import discard_readied, take
@@ -51,9 +50,6 @@ from .hashing import tree_sha256
 from .log import get_logger
 from .manifest import EnvironmentConfig, LoadedManifest
 from .prepare import Prepared, prepare
-
-if TYPE_CHECKING:
-    from .ahead import Readied
 from .result import TrialResult
 from .resultparts import AgentRun, AttemptUsage, Conditions, PreviousAttempt
 from .stageclock import lap, timing
@@ -62,6 +58,9 @@ from .sandbox.meter import Usage
 from .store import AttemptPaths, RunPaths, slug
 from .tasks import Task
 from .textsafe import recordable
+
+if TYPE_CHECKING:
+    from .ahead import Readied
 
 log = get_logger("trial")
 

@@ -217,12 +217,18 @@ def run_tests(sandboxes: SandboxFactory, image_id: str, comp: Composition, task:
         lap("grading")
         return run
     finally:
-        try:
-            sandbox.remove()
-            lap("grader_cleanup")
-        finally:
-            if usage is not None:
-                usage.append(sandbox.resources_used())
+        remove_grader(sandbox, usage)
+
+
+def remove_grader(sandbox: Sandbox, usage: list[Usage] | None) -> None:
+    """A grader container's end, whatever happened in it: removed, and what it used appended to ``usage`` (a
+    grader that failed still ran)."""
+    try:
+        sandbox.remove()
+        lap("grader_cleanup")
+    finally:
+        if usage is not None:
+            usage.append(sandbox.resources_used())
 
 
 def _install(sandbox: Sandbox, comp: Composition, task: Task) -> InstallResult | None:

@@ -56,7 +56,7 @@ from ..stageclock import lap
 from ..tasks import Task
 from ..textsafe import path_bytes
 from .diff import is_artifact
-from .runner import TOOLS, TOOLS_MOUNT, GraderLimits, TestRun
+from .runner import TOOLS, TOOLS_MOUNT, GraderLimits, TestRun, remove_grader
 from .tree import Tree
 
 MAX_REWARD_BYTES = 64 << 10
@@ -240,12 +240,7 @@ def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task,
         run.integrity[:0] = replaced
         return run
     finally:
-        try:
-            sandbox.remove()
-            lap("grader_cleanup")
-        finally:
-            if usage is not None:
-                usage.append(sandbox.resources_used())
+        remove_grader(sandbox, usage)
 
 
 def _run(sandbox: Sandbox, task: Task, timeout: float, header: str) -> TestRun:
