@@ -191,7 +191,7 @@ class Ahead:
             if self.closed:
                 return
             for key in [k for k in self.ready if k not in wanted]:
-                self._discard(self.ready.pop(key))
+                discard_readied(self.ready.pop(key))
             for spec in list(queue)[:self.depth]:
                 key = (spec.trial_id, spec.attempt)
                 if key not in self.ready:
@@ -209,9 +209,6 @@ class Ahead:
         with self.lock:
             return self.ready.pop((spec.trial_id, spec.attempt), None)
 
-    def _discard(self, future: Future) -> None:
-        discard_readied(future)
-
     def close(self) -> None:
         """Discard everything made ahead and not claimed, waiting until it is removed."""
         with self.lock:
@@ -219,5 +216,5 @@ class Ahead:
             pending = list(self.ready.values())
             self.ready.clear()
         for future in pending:
-            self._discard(future)
+            discard_readied(future)
         self.pool.shutdown(wait=True, cancel_futures=True)

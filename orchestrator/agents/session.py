@@ -25,7 +25,7 @@ from ..canaries import Canaries
 from ..prepare import Prepared
 from ..grading.export import Listing, list_workspace
 from ..stageclock import lap
-from ..sandbox.base import Sandbox, SandboxFactory
+from ..sandbox.base import Sandbox, SandboxFactory, remove_and_meter
 from ..sandbox.meter import Usage
 from ..tasks import Task
 from .base import Agent, AgentContext, AgentResult, run_agent
@@ -166,12 +166,7 @@ def _session(agent: Agent, task: Task, prepared: Prepared, sandboxes: SandboxFac
             events.close()
         try:
             if sandbox is not None:
-                try:
-                    sandbox.remove()
-                    lap("cleanup")
-                finally:
-                    if used is not None:
-                        used.append(sandbox.resources_used())
+                remove_and_meter(sandbox, used, "cleanup")
         finally:
             if hasattr(agent, "close"):
                 agent.close()

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from ..engine import ROLE_LABEL
 from ..errors import GraderInfraError, OutputLost, SandboxBroken, SandboxError
-from ..sandbox.base import READ_ATTEMPTS, Sandbox, SandboxFactory, SandboxSpec
+from ..sandbox.base import READ_ATTEMPTS, Sandbox, SandboxFactory, SandboxSpec, remove_and_meter
 from ..sandbox.dockerexec import SYSTEM_PATH
 from ..sandbox.meter import Usage
 from ..stageclock import lap
@@ -217,18 +217,7 @@ def run_tests(sandboxes: SandboxFactory, image_id: str, comp: Composition, task:
         lap("grading")
         return run
     finally:
-        remove_grader(sandbox, usage)
-
-
-def remove_grader(sandbox: Sandbox, usage: list[Usage] | None) -> None:
-    """A grader container's end, whatever happened in it: removed, and what it used appended to ``usage`` (a
-    grader that failed still ran)."""
-    try:
-        sandbox.remove()
-        lap("grader_cleanup")
-    finally:
-        if usage is not None:
-            usage.append(sandbox.resources_used())
+        remove_and_meter(sandbox, usage, "grader_cleanup")
 
 
 def _install(sandbox: Sandbox, comp: Composition, task: Task) -> InstallResult | None:

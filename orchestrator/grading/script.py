@@ -49,14 +49,14 @@ import uuid
 
 from ..engine import ROLE_LABEL
 from ..errors import GraderInfraError, OutputLost, SandboxBroken, SandboxError
-from ..sandbox.base import READ_ATTEMPTS, Sandbox, SandboxFactory, SandboxSpec, home_for
+from ..sandbox.base import READ_ATTEMPTS, Sandbox, SandboxFactory, SandboxSpec, home_for, remove_and_meter
 from ..sandbox.dockerexec import SYSTEM_PATH
 from ..sandbox.meter import Usage
 from ..stageclock import lap
 from ..tasks import Task
 from ..textsafe import path_bytes
 from .diff import is_artifact
-from .runner import TOOLS, TOOLS_MOUNT, GraderLimits, TestRun, remove_grader
+from .runner import TOOLS, TOOLS_MOUNT, GraderLimits, TestRun
 from .tree import Tree
 
 MAX_REWARD_BYTES = 64 << 10
@@ -240,7 +240,7 @@ def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task,
         run.integrity[:0] = replaced
         return run
     finally:
-        remove_grader(sandbox, usage)
+        remove_and_meter(sandbox, usage, "grader_cleanup")
 
 
 def _run(sandbox: Sandbox, task: Task, timeout: float, header: str) -> TestRun:

@@ -233,6 +233,19 @@ class Sandbox(abc.ABC):
         self.remove()
 
 
+def remove_and_meter(sandbox: Sandbox, used: list | None, stage: str) -> None:
+    """A sandbox's end, whatever happened in it: removed (the trial's ``stage`` marked), and what it used
+    appended to ``used`` (a sandbox that failed still ran)."""
+    from ..stageclock import lap
+
+    try:
+        sandbox.remove()
+        lap(stage)
+    finally:
+        if used is not None:
+            used.append(sandbox.resources_used())
+
+
 SandboxFactory = Callable[[SandboxSpec], Sandbox]
 """Makes a sandbox from its spec (not started); agents, grading and ``tasks check`` receive one of these."""
 
