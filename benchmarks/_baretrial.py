@@ -111,11 +111,13 @@ class BareTrial:
             gr.remove(force=True, v=True)
 
 
-def nop_manifest(folder: Path, name: str, concurrency: int, trials: int, environment: dict, deadline_s: float) -> Path:
-    """A manifest of ``trials`` nop trials on the sample task ``TASK`` (the repository's own task set), written
-    into ``folder``: the benchmarks' runs of the whole ``trialbox run``."""
+def nop_manifest(folder: Path, name: str, concurrency: int, trials: int, environment: dict, deadline_s: float,
+                 agents: tuple[str, ...] = ("nop",)) -> Path:
+    """A manifest of ``trials`` trials per candidate (one per agent of ``agents``: nop by default) on the sample
+    task ``TASK`` (the repository's own task set), written into ``folder``: the benchmarks' runs of the whole
+    ``trialbox run``."""
     m = {"experiment": {"name": f"{name}-{concurrency}", "seed": 1},
-         "candidates": [{"name": "nop", "agent": "nop"}],
+         "candidates": [{"name": a, "agent": a} for a in agents],
          "environment": {"cpu_limit": 1.0, **environment},
          "execution": {"trials_per_task": trials, "deadline_seconds": deadline_s, "concurrency": concurrency,
                        "order": "sequential"},

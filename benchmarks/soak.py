@@ -26,14 +26,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 
-import yaml
 
 import _common  # noqa: F401  (puts the repository on the path)
-from _baretrial import ROOT, TASK
+from _baretrial import nop_manifest
 
 from orchestrator.engine import MANAGED_LABEL, connect
 from orchestrator.job import run_experiment
@@ -52,18 +50,9 @@ def rss_mb() -> float:
 
 
 def manifest(folder: Path, trials: int, concurrency: int) -> Path:
-    m = {"experiment": {"name": "soak", "seed": 1},
-         "candidates": [{"name": "oracle", "agent": "oracle"}, {"name": "nop", "agent": "nop"}],
-         "environment": {"cpu_limit": 1.0, "cpu_reservation": 0.05, "memory_limit_mb": 512,
-                         "memory_reservation_mb": 128, "disk_limit_mb": 64},
-         "execution": {"trials_per_task": max(1, trials // 2), "deadline_seconds": 600, "concurrency": concurrency,
-                       "order": "sequential"},
-         "tasks": {"path": str(ROOT / "tasks"), "graders": str(ROOT / "graders"), "images": str(ROOT / "images"),
-                   "select": [TASK]},
-         "analysis": {"k": [1]}}
-    path = folder / f"soak-{uuid.uuid4().hex[:6]}.yaml"
-    path.write_text(yaml.safe_dump(m))
-    return path
+    return nop_manifest(folder, "soak", concurrency, max(1, trials // 2),
+                        {"cpu_reservation": 0.05, "memory_limit_mb": 512, "memory_reservation_mb": 128,
+                         "disk_limit_mb": 64}, 600, agents=("oracle", "nop"))
 
 
 def leftovers(client, work: Path) -> dict[str, set[str]]:
