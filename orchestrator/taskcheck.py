@@ -31,7 +31,9 @@ them anyway; the run's lock records it).
 Tasks are checked in parallel within admission control: a check holds one
 slot of the host's share at the grader's CPU reservation (a check measures
 nothing, so the manifest's reservations, which exist for comparability, do
-not size it; its hard limits are the manifest's).
+not size it; its hard limits are the manifest's). Whatever a task's check raises,
+a defect of trialbox's own included, is that task's problem line (type, message,
+where it was raised) and the command goes on to report the others.
 """
 
 from __future__ import annotations
@@ -264,6 +266,15 @@ def sharing(tasks: list[Task], image_ids: dict[str, str]) -> list[str]:
             f"{len(ids)} task(s): {', '.join(ids)}" for iid, ids in sorted(by_image.items())]
 
 
+def _raised(exc: BaseException) -> str:
+    """An exception as a problem line: its type, message and where it was raised (the innermost frame)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f" (at {Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno})" if tb is not None else ""
+    return f"{type(exc).__name__}: {str(exc)[-500:]}{where}"
+
+
 def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, replicates: int = 2,
                 say: Callable[[str], None] = print) -> bool:
     """Check every task as it is now (in parallel within admission control); print one line per task, its root
@@ -294,13 +305,22 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                     problems = [f"the grader could not run on this task ({exc.kind}): {exc.detail[-500:]}"]
                 except TrialboxError as exc:
                     problems = [f"could not be checked: {exc.message}"]
+                except Exception as exc:  # trialbox's own defect on this task: its problem line, not the command's end
+                    problems = [f"trialbox failed while checking it: {_raised(exc)}"]
                 if problems and (Path(tmp) / task.id).is_dir():  # the last failed check's trials are kept
                     kept = load_settings().state_dir / "taskchecks" / task.id
-                    shutil.rmtree(kept, ignore_errors=True)
-                    shutil.copytree(Path(tmp) / task.id, kept, symlinks=True)
-                    problems.append(f"its check trials (events, diff, grader log per trial) are kept in {kept}")
+                    try:
+                        shutil.rmtree(kept, ignore_errors=True)
+                        shutil.copytree(Path(tmp) / task.id, kept, symlinks=True)
+                        problems.append(f"its check trials (events, diff, grader log per trial) are kept in {kept}")
+                    except (OSError, shutil.Error) as exc:
+                        problems.append(f"its check trials could not be kept in {kept}: {_raised(exc)}")
                 check = TaskCheck(task.id, list(dict.fromkeys(problems)), time.monotonic() - start)
-                save_check(task, image_id, check)
+                try:
+                    save_check(task, image_id, check)
+                except Exception as exc:  # unrecorded, `run` treats it as never checked
+                    check = TaskCheck(task.id, [*check.problems, f"its verdict could not be recorded: {_raised(exc)}"],
+                                      check.seconds)
                 head = "ok" if check.ok else f"PROBLEM  {printable(check.problems[0])}"
                 shown = SHOWN_PROBLEMS
                 more = "".join(f"\n{'':32s}          {printable(p)}" for p in check.problems[1:shown])
