@@ -42,6 +42,10 @@ kind               fields
 ``model_tool_use`` ``tool``, ``arguments``, ``tool_use_id``: what a model
                    *reported* it called (``source: model_reported``), from
                    the proxy; never confused with harness-observed ``tool``
+``network_counters`` ``before``, ``after`` (the sandbox's kernel counts of packets
+                   with no route out, when the agent started and once it
+                   stopped), ``attempts`` (their difference; null when either
+                   could not be read): what ``forbidden_effects`` rests on
 ``stop``           ``reason`` (a ``StopReason``), ``detail``
 ``log_closed``     ``count`` (events before this one)
 =================  ===========================================================

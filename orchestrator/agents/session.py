@@ -102,6 +102,16 @@ def ptrace_restricted() -> bool:
         return False
 
 
+def _record_network(events: EventLog, before: dict[str, int] | None, after: dict[str, int] | None) -> None:
+    """The ``network_counters`` event: the sandbox's no-route counts when the agent started and once it stopped
+    (its processes killed first when the listing was taken), and their difference, the attempts to reach
+    beyond the sandbox (null when either reading failed)."""
+    attempts = None
+    if before is not None and after is not None:
+        attempts = sum(max(0, after.get(k, 0) - before.get(k, 0)) for k in after)
+    events.append("network_counters", before=before, after=after, attempts=attempts)
+
+
 def _plant(sandbox: Sandbox, canaries: Canaries) -> None:
     sandbox.write_files({path: content.encode() for path, content in canaries.files(sandbox.spec.home).items()},
                         mode=0o600)
@@ -138,6 +148,7 @@ def _session(agent: Agent, task: Task, prepared: Prepared, sandboxes: SandboxFac
         outputs = _install(sandbox, task, prepared.repo_tar)
         if canaries is not None:
             _plant(sandbox, canaries)
+        network_before = sandbox.network_counters()  # the install step's own traffic is not the agent's
         lap("setup")
         if on_ready is not None:
             on_ready()
@@ -151,6 +162,7 @@ def _session(agent: Agent, task: Task, prepared: Prepared, sandboxes: SandboxFac
         running = sandbox.is_running()
         conditions = sandbox.conditions() if running else {}
         listing = _listing_before_stop(sandbox, task.config.workdir) if running and not toolbox.pending else None
+        _record_network(events, network_before, sandbox.network_counters() if running else None)
         sandbox.stop()
         for worker in toolbox.pending:  # a file operation cut off at the deadline finishes now (its lease holder is
             worker.join(PENDING_JOIN_S)  # gone) or never: it cannot land after the export

@@ -57,6 +57,9 @@ class SandboxSpec:
     env: dict[str, str] = field(default_factory=dict)
     mounts: tuple[tuple[str, str], ...] = ()
     """Read-only bind mounts ``(host path, container path)``, e.g. the model proxy's socket folder."""
+    workspace_owner: str | None = None
+    """``uid:gid`` owning the workspace's root folder (None: ``user``). The pytest grader's is root's, so the
+    code under test cannot move the folders of trusted files out of the way (see ``grading.runner``)."""
     workspace_seed: str | None = None
     """A tar on the host whose content the workspace starts with (e.g. the history-free repository)."""
     scratch_dirs: tuple[str, ...] = ()
@@ -193,6 +196,13 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     def oom_kill_count(self) -> int | None:
         """OOM kills recorded by the sandbox's memory cgroup so far (None: cannot tell). Never raises."""
+
+    def network_counters(self) -> dict[str, int] | None:
+        """The kernel's count of packets the sandbox's network namespace tried to send with no route to send
+        them on (IPv4 and IPv6: ``ipv4_out_no_routes``, ``ipv6_out_no_routes``): under network ``none`` every
+        connection or datagram meant to leave the sandbox adds one, loopback adds nothing, and nothing in the
+        sandbox can lower it. None: cannot tell (this backend, or the read failed). Never raises."""
+        return None
 
     @abc.abstractmethod
     def is_running(self) -> bool:

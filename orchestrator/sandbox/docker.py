@@ -94,7 +94,7 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
 
     def _create_volume(self) -> None:
         s = self.spec
-        uid, gid = uid_gid(s.user)
+        uid, gid = uid_gid(s.workspace_owner or s.user)
         disk_path = load_settings().disks_dir / f"{s.name}.img"
         disk_path.parent.mkdir(parents=True, exist_ok=True)
         disk_path.with_suffix(".owner").write_text(owner_label())
@@ -313,6 +313,30 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
             if key == "oom_kill" and value.strip().isdigit():
                 return int(value)
         return None
+
+    def network_counters(self) -> dict[str, int] | None:
+        try:  # as root, by absolute paths on a read-only root filesystem: the kernel's /proc, not the agent's
+            res = self._require().exec_run(["/bin/cat", "/proc/net/snmp", "/proc/net/snmp6"], user="0",
+                                           environment={"PATH": "/usr/bin:/bin"})
+        except Exception:  # noqa: BLE001 - an engine that cannot answer: cannot tell
+            return None
+        return parse_network_counters(res.output.decode(errors="replace"))
+
+
+def parse_network_counters(text: str) -> dict[str, int] | None:
+    """``/proc/net/snmp`` (its ``Ip:`` header and value lines) and ``/proc/net/snmp6`` (``name value`` lines) to
+    the no-route counts; None when the IPv4 count is not there (IPv6 may be disabled: then only IPv4)."""
+    counts: dict[str, int] = {}
+    ip_lines = [line.split()[1:] for line in text.splitlines() if line.startswith("Ip: ")]
+    if len(ip_lines) >= 2 and "OutNoRoutes" in ip_lines[0] and len(ip_lines[1]) == len(ip_lines[0]):
+        value = ip_lines[1][ip_lines[0].index("OutNoRoutes")]
+        if value.isdigit():
+            counts["ipv4_out_no_routes"] = int(value)
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == "Ip6OutNoRoutes" and value.strip().isdigit():
+            counts["ipv6_out_no_routes"] = int(value.strip())
+    return counts if "ipv4_out_no_routes" in counts else None
 
 
 def docker_sandboxes(client: docker.DockerClient) -> SandboxFactory:
