@@ -3,7 +3,7 @@
 ``compose`` takes the agent's final tree and the trusted original and returns the ``Composition`` the grader
 container receives (see ``runner`` for the order and the reasons): the held-out or post-patch test files, every
 test file and folder the grader names restored, every ``conftest.py`` and the pytest configuration restored
-from the original, and one tripwire test per test file, with the phrase it must fail with. Paths the grader
+from the original, and one tripwire test per test file (inside it where it can be: see ``_tripwires``). Paths the grader
 cannot hold (build artifacts, names longer than ``MAX_GRADER_PATH`` bytes) are left out and named.
 """
 
@@ -22,6 +22,7 @@ from .diff import is_artifact
 from ..textsafe import path_bytes
 from .tree import Tree, resolve
 from .trusted import config_copy, trusted_tests
+from ..pyparse import parse
 
 
 MAX_GRADER_PATH = 3800
@@ -53,8 +54,8 @@ class Composition:
     ignored: list[str] = field(default_factory=list)
     """Left out of the grader's workspace, never tampering: bytecode and test caches (artifacts of running tools)
     and paths longer than ``MAX_GRADER_PATH``."""
-    phrase: str = ""
-    """What every tripwire must fail with (see ``tripwire_phrase``)."""
+    wires: list["Tripwire"] = field(default_factory=list)
+    """Each group's tripwire (``tripwires`` holds their node ids): host-side knowledge, never in the grader."""
 
 
 def _ancestors(path: str) -> list[str]:
@@ -95,12 +96,99 @@ WORDS = ("parse", "format", "render", "load", "merge", "split", "order", "limit"
          "store", "style", "title", "trace", "unit", "user", "view", "weight", "window", "year", "amount", "header")
 
 
-def tripwire_phrase() -> str:
-    """What a tripwire must fail with: ordinary-looking words and numbers (about 50 random bits), so forging code
-    cannot tell the tripwire's failure from a real one by its message's shape (a hex nonce would give it away)."""
-    rng = secrets.SystemRandom()
-    words = [rng.choice(WORDS) for _ in range(5)]
-    return f"{words[0]} {rng.randrange(10, 9999)} {words[1]} {words[2]} {rng.randrange(10, 9999)} {words[3]} {words[4]}"
+@dataclass(frozen=True)
+class Tripwire:
+    """One group's tripwire: a test that fails in every honest run. Only the host knows which node it is and what
+    its failure must show; in the grader it is one more test of its group's own file."""
+
+    node: str
+    group: str
+    """The test file whose group it runs in."""
+    shows: tuple[str, str]
+    """The two values its failure message carries (even under ``--assert=plain``)."""
+    embedded: bool
+    """Inside the group's own test file (False: in a file of its own beside it, when that file cannot hold it)."""
+
+
+def _scope_of(module: ast.Module, classes: list[str]) -> list[ast.stmt] | None:
+    body: list[ast.stmt] = module.body
+    for name in classes:
+        found = [n for n in body if isinstance(n, ast.ClassDef) and n.name == name]
+        if not found:
+            return None
+        body = found[-1].body
+    return body
+
+
+def _test_defs(body: list[ast.stmt]) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")]
+
+
+def _draw_name(rng: random.Random, real: list[str], taken: set[str]) -> str:
+    """A test name made of the tokens of the scope's own test names (no token twice), as many as one of them has."""
+    tokens = sorted({t for n in real for t in n.split("_")[1:] if t.isidentifier()})
+    tokens += [w for w in WORDS if w not in tokens][:max(0, 6 - len(tokens))]  # few tests: a few plain words too
+    for attempt in range(200):
+        length = max(1, len(rng.choice(real).split("_")) - 1) if real else 2
+        name = "_".join(["test", *rng.sample(tokens, min(len(tokens), length + attempt // 50))])
+        if name not in taken and name not in real:
+            return name
+    return f"test_{rng.choice(WORDS)}_{secrets.token_hex(3)}"  # every draw taken: still unique
+
+
+def _wire_body(rng: random.Random, indent: str, name: str, method: bool) -> tuple[str, tuple[str, str]]:
+    expected, observed = rng.randrange(100, 99999), rng.randrange(100, 99999)
+    while observed == expected:
+        observed = rng.randrange(100, 99999)
+    inner = indent + "    "
+    body = (f"{indent}def {name}({'self' if method else ''}):\n"
+            f"{inner}expected = {expected}\n"
+            f"{inner}observed = {observed}\n"
+            f"{inner}assert observed == expected, (observed, expected)\n" + ("\n" if method else "\n\n"))
+    return body, (str(observed), str(expected))
+
+
+def _embed(rng: random.Random, source: bytes, file: str, requested: list[str]) -> tuple[bytes, str, tuple[str, str]] | None:
+    """``source`` with a tripwire among its tests, in the scope (module or test class) of one requested node drawn
+    at random, before one of that scope's tests drawn at random (or after the last), named from that scope's own
+    test names; None when the file cannot hold one (it does not parse, the scope is not found, has no test)."""
+    try:
+        text = source.decode("utf-8")
+        module = parse(text)
+    except (UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if not requested or "\r" in text or "\f" in text:
+        return None
+    classes = rng.choice(requested).split("::")[1:-1]
+    scope = _scope_of(module, classes)
+    if scope is None:
+        return None
+    defs = _test_defs(scope)
+    if not defs:
+        return None
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    taken = {n.name for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    name = _draw_name(rng, [d.name for d in defs], taken)
+    pick = rng.randrange(len(defs) + 1)
+    if pick < len(defs):
+        d = defs[pick]
+        at = min([d.lineno, *(x.lineno for x in d.decorator_list)]) - 1
+        indent = " " * d.col_offset
+    else:
+        at, indent = (defs[-1].end_lineno or len(lines)), " " * defs[-1].col_offset
+        lines.insert(at, "\n")
+        at += 1
+    body, shows = _wire_body(rng, indent, name, bool(classes))
+    lines.insert(at, body)
+    node = "::".join([file, *classes, name])
+    out = "".join(lines)
+    try:  # never hand pytest a file the insertion broke
+        parse(out)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return out.encode("utf-8"), node, shows
 
 
 def _imports(source: bytes | None) -> str:
@@ -109,35 +197,44 @@ def _imports(source: bytes | None) -> str:
         return ""
     try:
         text = source.decode("utf-8")
-        module = ast.parse(text)
-    except (UnicodeDecodeError, SyntaxError, ValueError):
+        module = parse(text)
+    except (UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
         return ""
     parts = [ast.get_source_segment(text, node) or "" for node in module.body
              if isinstance(node, (ast.Import, ast.ImportFrom))]
     return "\n".join(p for p in parts if p) + ("\n\n\n" if parts else "")
 
 
-def _tripwires(phrase: str, files: list[str], nodes: list[str], trusted: dict[str, bytes],
-               taken: set[str]) -> tuple[dict[str, bytes], list[str]]:
-    """One held-out test per test-file group, beside the group's file, that must fail with ``phrase`` in its
-    failure message. It is made to look like the group's own tests to code forging results from inside the test
-    process: its file and test are named after the group's file and one of its tests (a forger matching names
-    matches it too), it imports what the group's file imports (a forger that fires when the code under test is
-    imported fires in it too), and it fails like an ordinary test (no trialbox vocabulary, no nonce shape)."""
-    rng = random.Random(phrase)
-    out, wires = {}, []
+def _tripwires(files: list[str], nodes: list[str], trusted: dict[str, bytes],
+               taken: set[str]) -> tuple[dict[str, bytes], list[Tripwire]]:
+    """One tripwire per test-file group, made to be indistinguishable from the group's tests by anything the test
+    process can read: it is *inside the group's own file* (the same imports, fixtures, marks and module-level code),
+    in the scope of a requested test drawn at random, at a position drawn at random among that scope's tests, named
+    from their own names' tokens, and fails like an ordinary assertion on two ordinary numbers. Which node it is, and
+    the numbers its failure must show, stay on the host. A file that cannot hold one (it does not parse, it is not
+    Python) gets it in a file of its own beside it, named from the group's file name and its tests' tokens."""
+    rng = random.Random(secrets.randbits(64))
+    out: dict[str, bytes] = {}
+    wires: list[Tripwire] = []
     for file in files:
-        folder, stem = posixpath.dirname(file), posixpath.basename(file)[:-3] if file.endswith(".py") else "test_it"
-        names = [n.split("::")[-1].split("[")[0] for n in nodes if n.split("::", 1)[0] == file]
-        base = rng.choice(names) if names else f"test_{rng.choice(WORDS)}"
+        requested = [n for n in nodes if posixpath.normpath(n.split("::", 1)[0]) == file]
+        source = trusted.get(file)
+        embedded = _embed(rng, source, file, requested) if source is not None and file.endswith(".py") else None
+        if embedded is not None:
+            data, node, shows = embedded
+            out[file] = data
+            wires.append(Tripwire(node, file, shows, True))
+            continue
+        folder = posixpath.dirname(file)
+        stem = posixpath.basename(file)[:-3] if file.endswith(".py") else "test_it"
+        real = [n.split("::")[-1].split("[")[0] for n in requested]
         path = ""
         while not path or path in taken or path in out:  # never over a file of the repository or the agent
-            a, b, c = rng.sample(WORDS, 3)
-            path = posixpath.join(folder, f"{stem}_{a}{rng.randrange(10, 99)}.py")
-        body = (f'{_imports(trusted.get(file))}def _{c}():\n    return "{phrase}"\n\n\n'
-                f'def {base}_{b}():\n    assert _{c}() == "{a}", _{c}()\n')  # the phrase even under --assert=plain
-        out[path] = body.encode()
-        wires.append(f"{path}::{base}_{b}")
+            path = posixpath.join(folder, f"{stem}_{_draw_name(rng, real, set()).split('_', 1)[1]}.py")
+        name = _draw_name(rng, real, set())
+        body, shows = _wire_body(rng, "", name, False)
+        out[path] = (_imports(source) + body).encode()
+        wires.append(Tripwire(f"{path}::{name}", file, shows, False))
     return out, wires
 
 
@@ -158,9 +255,9 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
     for path in sorted(absent - set(ignored)):
         _drop(tree, path)
         removed.append(path)
-    nonce, phrase = uuid.uuid4().hex + uuid.uuid4().hex[:8], tripwire_phrase()
+    nonce = uuid.uuid4().hex + uuid.uuid4().hex[:8]
     files = test_files(task.grader.fail_to_pass + task.grader.pass_to_pass)
-    wires, tripwires = _tripwires(phrase, files, task.grader.fail_to_pass + task.grader.pass_to_pass, trusted,
+    wires, tripwires = _tripwires(files, task.grader.fail_to_pass + task.grader.pass_to_pass, trusted,
                                   set(tree.files) | set(tree.symlinks) | set(trusted) | set(original.files))
     config_path, config_body, config_source = config_copy(original, files, nonce)
     trusted_all = {**trusted, **wires, config_path: config_body}
@@ -169,7 +266,9 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
             if ancestor in tree.files or ancestor in tree.symlinks:
                 _drop(tree, ancestor)
                 removed.append(ancestor)
-        if path not in wires and path != config_path and (tree.files.get(path) != data or path in tree.symlinks):
+        plain = trusted.get(path) if path in trusted else None  # a test file holding a tripwire: compared without it
+        if (plain is not None or (path not in wires and path != config_path)) and \
+                (tree.files.get(path) != (plain if plain is not None else data) or path in tree.symlinks):
             restored.append(path)
         tree.symlinks.pop(path, None)
         tree.files[path] = data
@@ -185,5 +284,5 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
     for path in list(tree.files):  # every parent folder exists
         for parent in _ancestors(path):
             tree.dirs.add(parent)
-    return Composition(tree, sorted(set(restored)), sorted(set(removed)), trusted_all, tripwires, nonce,
-                       config_path, config_source, original, ignored, phrase)
+    return Composition(tree, sorted(set(restored)), sorted(set(removed)), trusted_all, [w.node for w in tripwires],
+                       nonce, config_path, config_source, original, ignored, tripwires)

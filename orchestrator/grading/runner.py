@@ -34,10 +34,10 @@ forger that finds the tripwire by reading the test sources is not detected.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import tarfile
 import posixpath
+import re
+import secrets
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -46,19 +46,17 @@ from pathlib import Path
 
 
 from ..engine import ROLE_LABEL
-from ..errors import GraderInfraError, OutputLost, SandboxBroken, SandboxError
+from ..errors import GraderInfraError, SandboxBroken, SandboxError
 from ..sandbox.base import READ_ATTEMPTS, Sandbox, SandboxFactory, SandboxSpec, remove_and_meter
-from ..sandbox.dockerexec import SYSTEM_PATH
+from ..sandbox.dockerexec import KILL_FUNCTION, SYSTEM_PATH
 from ..sandbox.meter import Usage
 from ..stageclock import lap
 from ..tasks import Task
 from ..install import InstallResult, restore_outputs, run_install, stash_outputs_and_clear
-from .compose import Composition, test_files
+from .compose import Composition, Tripwire, test_files
 
 TOOLS = Path(__file__).with_name("grader_tools")
 TOOLS_MOUNT = "/opt/trialbox-grader"
-OUT = "/tmp/grader-out"
-CONFIG = "/tmp/trialbox-grader.json"
 
 
 @dataclass(frozen=True)
@@ -156,21 +154,6 @@ def select(outcomes: dict[str, str], nodes: list[str], key=lambda n: n) -> dict[
     return out
 
 
-def _cross_check(run: TestRun, nodes: list[str], junit: dict[str, str], exit_code: int | None) -> None:
-    """The plugin's outcomes, JUnit's and the process's exit code must tell the same story.
-
-    The tripwire test fails in every honest run, so the runner's exit code is never 0."""
-    for node in nodes:
-        mine = run.outcomes.get(node)
-        theirs = junit.get(node)
-        if mine is None and theirs is None:
-            continue
-        if (mine == "passed") != (theirs == "passed"):
-            run.integrity.append(f"{node}: plugin says {mine}, JUnit says {theirs}")
-    if exit_code == 0:
-        run.integrity.append("the runner exited with 0 although its tripwire test must fail")
-
-
 def grader_spec(image_id: str, task: Task, limits: GraderLimits, name: str,
                 labels: dict[str, str] | None = None) -> SandboxSpec:
     """The grader container of ``task`` (the pytest grader's; ``script.script_grader_spec`` the script grader's)."""
@@ -181,7 +164,8 @@ def grader_spec(image_id: str, task: Task, limits: GraderLimits, name: str,
                        cpu_reservation=limits.cpu_reservation, memory_limit_mb=limits.memory_limit_mb,
                        memory_reservation_mb=limits.memory_reservation_mb, pids_limit=limits.pids_limit,
                        disk_limit_mb=limits.disk_limit_mb, network="none", mounts=((str(TOOLS), TOOLS_MOUNT),),
-                       env=task.runtime.sandbox_env(), labels={**(labels or {}), ROLE_LABEL: "grader"})
+                       env=task.runtime.sandbox_env(), labels={**(labels or {}), ROLE_LABEL: "grader"},
+                       workspace_owner="0:0")
 
 
 def run_tests(sandboxes: SandboxFactory, image_id: str, comp: Composition, task: Task, nodes: list[str],
@@ -195,12 +179,12 @@ def run_tests(sandboxes: SandboxFactory, image_id: str, comp: Composition, task:
     try:
         try:
             sandbox.start()
-            # one command: the results folder (outside the workspace) and the run's configuration
-            sandbox.write_files({CONFIG: json.dumps({**task.runtime.grader_config(), "tripwires": comp.tripwires,
-                                                     "config": f"/workspace/{comp.config}"}).encode(),
-                                 f"{OUT}/.started": b""})
+            # the workspace's root is root's (``grader_spec``): open to all, but what is there is its owner's
+            if not sandbox.exec(["chmod", "1777", "/workspace"], timeout=60, user="0:0",
+                                env={"PATH": SYSTEM_PATH}).ok:
+                raise GraderInfraError("grader_setup", "the grader's workspace could not be opened to the test user")
             install = _install(sandbox, comp, task)
-            sandbox.copy_in(comp.tree.to_tar(), "/workspace")
+            sandbox.copy_in(comp.tree.to_tar(root_owned=frozenset(comp.trusted)), "/workspace")
             if install is not None and install.ok and not restore_outputs(sandbox):
                 raise GraderInfraError("grader_setup", "the install step's outputs could not be put back")
         except (SandboxError, OSError) as exc:
@@ -211,9 +195,7 @@ def run_tests(sandboxes: SandboxFactory, image_id: str, comp: Composition, task:
                                    f"{', timed out' if install.timed_out else ''}):\n{install.log_tail}")
             run.setup_failed = True
             return run
-        problems = _verify_trusted(sandbox, comp)
         run = _run_test_groups(sandbox, nodes, comp, limits, task)
-        run.integrity[:0] = problems
         lap("grading")
         return run
     finally:
@@ -231,40 +213,86 @@ def _install(sandbox: Sandbox, comp: Composition, task: Task) -> InstallResult |
     return result
 
 
-def _verify_trusted(sandbox: Sandbox, comp: Composition) -> list[str]:
-    """Every trusted file is in place, byte for byte, before any test runs."""
+CHECK_SCRIPT = KILL_FUNCTION + r"""
+kill_leftovers || echo "leftovers"
+cd /workspace || exit 3
+for f in "$@"; do
+  if [ -f "$f" ] && [ ! -L "$f" ]; then
+    printf '%s:%s ' "$(stat -c %u -- "$f")" "$(stat -c %a -- "$f")"; sha256sum -- "$f"
+  else
+    echo "missing $f"
+  fi
+done
+echo "end $#"
+"""
+
+
+def _between_groups(sandbox: Sandbox, comp: Composition, when: str) -> list[str]:
+    """Before each group and after the last, in a command of trialbox's own (the image's tools, its system PATH):
+    every process the code under test left is killed (checked: two empty scans in a row), then every trusted file is
+    checked in place, byte for byte, still root's and read-only. The code under test cannot write them (they are
+    root's, in folders that are root's with the sticky bit); this check is what shows it, after that code stopped."""
     paths = sorted(comp.trusted)
-    script = 'cd /workspace && for f in "$@"; do sha256sum -- "$f" 2>/dev/null || echo "missing $f"; done; echo "end $#"'
     for attempt in range(READ_ATTEMPTS):  # the engine can lose a fast exec's output: never guess
-        lines = sandbox.exec(["sh", "-c", script, "sh", *paths], timeout=120).text().splitlines()
-        if lines and lines[-1] == f"end {len(paths)}" and len(lines) == len(paths) + 1:
+        res = sandbox.exec(["bash", "-c", CHECK_SCRIPT, "bash", *paths], timeout=120, env={"PATH": SYSTEM_PATH})
+        lines = res.text().splitlines()
+        if lines and lines[-1] == f"end {len(paths)}":
             break
         time.sleep(0.05 * (attempt + 1))
     else:
         raise GraderInfraError("grader_output", "the engine kept losing the output of the trusted-file check")
+    problems = []
+    if lines and lines[0] == "leftovers":
+        lines = lines[1:]
+        problems.append(f"processes the code under test started could not all be killed {when}")
     seen = {}
     for line in lines[:-1]:
-        digest, _, path = line.partition("  ")
-        seen[path] = digest
-    return [f"trusted file {p} is not in place in the grader" for p in paths
-            if seen.get(p) != hashlib.sha256(comp.trusted[p]).hexdigest()]
+        owner, _, rest = line.partition(" ")
+        digest, _, path = rest.partition("  ")
+        seen[path] = (owner, digest)
+    for p in paths:
+        owner, digest = seen.get(p, ("", ""))
+        if digest != hashlib.sha256(comp.trusted[p]).hexdigest():
+            problems.append(f"trusted file {p} is not in place in the grader {when}")
+        elif owner != "0:444":
+            problems.append(f"trusted file {p} is no longer root's and read-only {when} ({owner})")
+    return problems
 
 
-def _check_tripwires(run: TestRun, comp: Composition, outcomes: dict[str, str], junit: dict[str, str],
-                     messages: dict[str, str], nodes: list[str], junit_nodes: dict[str, str]) -> None:
-    """Each group's tripwire must have failed with the nonce, unless no test of its group ran at all (its module
-    could not be collected: pytest then runs nothing of the session, and there is no result to vouch for)."""
-    files = test_files(nodes)
-    for i, node in enumerate(comp.tripwires):
-        group = [n for n in nodes if i < len(files) and posixpath.normpath(n.split("::", 1)[0]) == files[i]]
-        if outcomes.get(node) is None and junit.get(node) is None and group and \
-                not any(n in run.outcomes or n in junit_nodes for n in group):
+SUMMARY = re.compile(r"^=*\s*((?:\d+ [a-z]+(?:, )?)+) in [\d.]+s\b.*$")
+
+
+def _summary(log: str) -> dict[str, int] | None:
+    """pytest's closing counts in a group's log ("1 failed, 3 passed in 0.12s"); None when there is none."""
+    for line in reversed(log.splitlines()):
+        m = SUMMARY.match(line.strip())
+        if m:
+            counts: dict[str, int] = {}
+            for part in m.group(1).split(", "):
+                n, _, word = part.partition(" ")
+                word = {"errors": "error", "warnings": "warning"}.get(word, word)
+                counts[word] = counts.get(word, 0) + int(n)
+            return counts
+    return None
+
+
+def _without_tripwire(log: str, wire: Tripwire) -> str:
+    """A group's log for people to read: the tripwire's own failure section and lines left out (its name is
+    trialbox's), said once at the top; pytest's counts still include its one failure."""
+    name = wire.node.split("::")[-1]
+    kept, skipping = [], False
+    for line in log.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("_") and stripped.endswith("_") and " " in stripped:
+            skipping = bool(re.search(rf"(^|[ .]){re.escape(name)}(\[| |$)", stripped.strip("_ ")))
+            if skipping:
+                continue
+        elif stripped.startswith("=") or stripped.startswith("-") and "captured" in stripped.lower():
+            skipping = skipping and not stripped.startswith("=")
+        if skipping or re.search(rf"::{re.escape(name)}\b", line):
             continue
-        if outcomes.get(node) != "failed" or junit.get(node) != "failed":
-            run.integrity.append(f"the tripwire test {node} must fail and was reported {outcomes.get(node)}/{junit.get(node)}: "
-                                 "results were forged from inside the test process")
-        elif comp.phrase not in messages.get(_junit_key(node), ""):
-            run.integrity.append(f"the tripwire test {node} failed without its phrase: the failure report was forged")
+        kept.append(line)
+    return "\n".join(kept)
 
 
 def _valid_results(data) -> dict:
@@ -288,92 +316,149 @@ def _valid_results(data) -> dict:
     return out
 
 
-def _read_result(sandbox: Sandbox, path: str) -> bytes:
-    """A result file of the test run; the engine losing its bytes is ours to retry, never the agent's."""
-    try:
-        return sandbox.read_file(path, max_bytes=8 << 20)
-    except OutputLost as exc:
-        raise GraderInfraError("grader_output", exc.message) from exc
+def _document(res) -> dict:
+    """A group's result document, as its process streamed it (types checked: code under test can write to that
+    stream; anything malformed is ``ValueError``, an integrity problem of the trial, never a crash)."""
+    if res.stdout_size > len(res.stdout):
+        raise ValueError("the results stream was larger than the grader reads")
+    lines = [line for line in res.stdout.splitlines() if line.strip()]
+    if len(lines) != 1:
+        raise ValueError(f"the results stream held {len(lines)} documents, not one")
+    data = json.loads(lines[0])
+    if not isinstance(data, dict):
+        raise ValueError("the results document is not a JSON object")
+    outcomes, errors = data.get("outcomes", {}), data.get("collect_errors", [])
+    if not (isinstance(outcomes, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in outcomes.items())):
+        raise ValueError("malformed outcomes in the results document")
+    if not (isinstance(errors, list) and all(isinstance(e, dict) for e in errors)):
+        raise ValueError("malformed collection errors in the results document")
+    if type(data.get("exit_code")) is not int or not isinstance(data.get("junit"), (str, type(None))):
+        raise ValueError("malformed exit code or JUnit report in the results document")
+    return {"outcomes": outcomes, "exit_code": data["exit_code"], "junit": data["junit"],
+            "collect_errors": [{"node": str(e.get("node", "")), "error": str(e.get("error", ""))} for e in errors]}
 
 
-def _read_results(sandbox: Sandbox, names: list[str]):
-    """The run's result files, read in one command (a tar of them: a cut stream does not parse, so what the engine
-    loses is never half-read); ``read(name)`` gives one's bytes, or raises ``SandboxError`` when it was not there.
-    Where the one command cannot be had, each file is read on its own."""
-    got: dict[str, bytes] | None = None
-    for _ in range(READ_ATTEMPTS):
-        try:
-            res = sandbox.exec(["sh", "-c", 'cd "$1" && shift && for f in "$@"; do [ -f "$f" ] && [ ! -L "$f" ] && '
-                                            '[ -n "$(find "$f" -maxdepth 0 -size -8193k)" ] && printf "%s\\n" "$f"; '
-                                            'done | tar -cf - -T - 2>/dev/null', "sh", OUT, *names],
-                               timeout=120, env={"PATH": SYSTEM_PATH})
-        except OutputLost:
-            continue
-        if res.stdout_size > len(res.stdout) or (res.exit_code != 0 and not res.stdout):
-            break  # larger than the capture, or no tar here: one by one, each bounded
-        try:
-            with tarfile.open(fileobj=io.BytesIO(res.stdout), mode="r:") as tf:
-                got = {m.name: tf.extractfile(m).read() for m in tf.getmembers()  # type: ignore[union-attr]
-                       if m.isfile() and m.size <= 8 << 20}
-                end = tf.offset
-            if res.stdout[end:end + 1024] != bytes(1024):  # no end-of-archive marker: cut between two members
-                got = None
-                continue
-            break
-        except (tarfile.TarError, OSError):
-            got = None
-            continue  # cut or lost by the engine: read again
-
-    def read(name: str) -> bytes:
-        if got is None:
-            return _read_result(sandbox, f"{OUT}/{name}")
-        if name not in got:
-            raise SandboxError(f"{OUT}/{name} was not written", container=sandbox.spec.name)
-        return got[name]
-    return read
+def _group_nodes(nodes: list[str], file: str) -> list[str]:
+    return [n for n in nodes if posixpath.normpath(n.split("::", 1)[0]) == file]
 
 
 def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limits: GraderLimits, task: Task) -> TestRun:
+    """Every test file's group in a command of its own, driven from the host: before each and after the last, every
+    process left is killed and every trusted file checked (``_between_groups``); each group's results are streamed
+    back on its command's output and read as soon as it ended; then the channels are cross-checked (``_judge``)."""
     run = TestRun(configuration=comp.config_source)
+    cfg = {**task.runtime.grader_config(), "config": f"/workspace/{comp.config}"}
     env = {"TRIALBOX_TEST_TIMEOUT": str(int(limits.test_timeout_s)), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-           "TRIALBOX_GRADER_CONFIG": CONFIG}
-    try:
-        res = sandbox.exec([task.runtime.command.interpreter, "-s", "-E", "-B", f"{TOOLS_MOUNT}/run_tests.py", OUT,
-                            *nodes], timeout=limits.timeout_s, env=env)
-    except SandboxBroken as exc:
-        run.oom = exc.reason == "oom"
-        run.log_tail = f"grader sandbox broke: {exc.message}"
-        return run
-    run.exit_code, run.timed_out, run.oom = res.exit_code, res.timed_out, res.oom_killed
-    run.log_tail = (res.stdout.decode(errors="replace") + res.stderr.decode(errors="replace"))[-6000:]
-    raw_outcomes: dict[str, str] = {}
-    names = ["results.json", *(f"junit-{i}.xml" for i in range(len(test_files(nodes))))]
-    read = _read_results(sandbox, names)
-    try:
-        results = _valid_results(json.loads(read("results.json")))
-        raw_outcomes = results["outcomes"]
-        run.outcomes = select(raw_outcomes, nodes)
-        run.collect_errors = one_per_file(results["collect_errors"])
-        run.exit_codes = results["exit_codes"]
-        run.integrity += [f"the trusted pytest configuration or a group's results were changed during the test run "
-                          f"({t})" for t in results["tampering"]]
-        run.results_found = True
-    except (SandboxError, ValueError) as exc:
-        run.integrity.append(f"no plugin results: {exc}")
-    junit_all: dict[str, str] = {}
-    messages: dict[str, str] = {}
-    for i in range(len(test_files(nodes))):
+           "TRIALBOX_GROUP_CONFIG": json.dumps(cfg)}
+    files = test_files(nodes)
+    wires = {w.group: w for w in comp.wires}
+    rng = secrets.SystemRandom()
+    deadline = time.monotonic() + limits.timeout_s
+    logs: list[str] = []
+    groups: list[tuple[list[str], Tripwire | None, dict | None, dict[str, int] | None]] = []
+    for i, file in enumerate(files):
+        run.integrity += _between_groups(sandbox, comp, f"before group {i}")
+        group, wire = _group_nodes(nodes, file), wires.get(file)
+        argv = list(group)
+        if wire is not None:
+            argv.insert(rng.randrange(len(argv) + 1), wire.node)  # its place among the others: drawn
+        remaining = deadline - time.monotonic()
+        if remaining <= 1:
+            run.timed_out = True
+            break
         try:
-            junit_all.update(_parse_junit(read(f"junit-{i}.xml"), messages))
-        except (SandboxError, ValueError, ET.ParseError) as exc:
-            if run.outcomes:
-                run.integrity.append(f"no JUnit results for group {i}: {exc}")
-    junit = select(junit_all, nodes, _junit_key)
+            res = sandbox.exec([task.runtime.command.interpreter, "-s", "-E", "-B", f"{TOOLS_MOUNT}/run_tests.py",
+                                *argv], timeout=remaining, env=env)
+        except SandboxBroken as exc:
+            run.oom = exc.reason == "oom"
+            run.log_tail = f"grader sandbox broke: {exc.message}"
+            run.outcomes = {}
+            return run
+        run.exit_codes.append(res.exit_code if res.exit_code is not None else -1)
+        run.oom = run.oom or res.oom_killed
+        log = res.stderr.decode(errors="replace")
+        logs.append(f"== {file} (exit {res.exit_code}; trialbox's tripwire test of this group left out) ==\n"
+                    + (_without_tripwire(log, wire) if wire is not None else log))
+        if res.timed_out:
+            run.timed_out = True
+            break
+        try:
+            doc: dict | None = _document(res)
+        except ValueError as exc:
+            doc = None
+            run.integrity.append(f"group {i} ({file}): no results: {exc}")
+        counts = _summary(log) if res.stderr_size <= len(res.stderr) else None
+        groups.append((group, wire, doc, counts))
+    run.integrity += _between_groups(sandbox, comp, "after the last group")
+    budget = max(1500, 6000 // max(1, len(logs)))
+    run.log_tail = "\n".join(entry[-budget:] for entry in logs)[-12000:]
+    codes = run.exit_codes
+    run.exit_code = 0 if all(c == 0 for c in codes) else 1 if all(c in (0, 1) for c in codes) else \
+        next((c for c in codes if c not in (0, 1)), None)
     if run.timed_out:  # a run that did not finish proves nothing: its reports count as not run
         run.outcomes = {}
         return run
-    if run.results_found:
-        _check_tripwires(run, comp, select(raw_outcomes, comp.tripwires), select(junit_all, comp.tripwires, _junit_key),
-                         messages, nodes, junit)
-    _cross_check(run, nodes, junit, run.exit_code)
+    _judge(run, nodes, groups)
     return run
+
+
+def _judge(run: TestRun, nodes: list[str], groups) -> None:
+    """The groups' channels against each other: the plugin's outcomes, the JUnit report, pytest's exit code (in the
+    document and as the engine saw it), pytest's summary line in the log, and the tripwire, which must have failed
+    with its values wherever any test of its group passed."""
+    plugin_all: dict[str, str] = {}
+    junit_all: dict[str, str] = {}
+    found_any = False
+    for i, (group, wire, doc, counts) in enumerate(groups):
+        if doc is None:
+            continue
+        found_any = True
+        plugin_all.update(doc["outcomes"])
+        run.collect_errors += doc["collect_errors"]
+        messages: dict[str, str] = {}
+        junit: dict[str, str] = {}
+        if doc["junit"] is not None:
+            try:
+                junit = _parse_junit(doc["junit"].encode(), messages)
+            except ET.ParseError as exc:
+                run.integrity.append(f"group {i}: its JUnit report does not parse: {exc}")
+        elif doc["outcomes"]:
+            run.integrity.append(f"group {i}: no JUnit report")
+        junit_all.update(junit)
+        if doc["exit_code"] != run.exit_codes[i]:
+            run.integrity.append(f"group {i}: pytest's exit code {doc['exit_code']} is not the process's "
+                                 f"{run.exit_codes[i]}")
+        passed = sum(v == "passed" for v in doc["outcomes"].values())
+        if counts is None and doc["outcomes"]:
+            run.integrity.append(f"group {i}: its log has no pytest summary line")
+        elif counts is not None and max(passed, sum(v == "passed" for v in junit.values())) > counts.get("passed", 0):
+            run.integrity.append(f"group {i}: the results say {passed} passed, pytest's own summary "
+                                 f"{counts.get('passed', 0)}")
+        if wire is None:
+            continue
+        if not any(v == "passed" for v in select(doc["outcomes"], group).values()) and \
+                not any(v == "passed" for v in select(junit, group, _junit_key).values()):
+            continue  # nothing of the group passed: nothing for the tripwire to vouch for
+        mine = select(doc["outcomes"], [wire.node]).get(wire.node)
+        theirs = select(junit, [wire.node], _junit_key).get(wire.node)
+        if mine != "failed" or theirs != "failed":
+            run.integrity.append(f"group {i}: a test that must fail was reported {mine}/{theirs}: "
+                                 "results were forged from inside the test process")
+        elif not all(v in messages.get(_junit_key(wire.node), "") for v in wire.shows):
+            run.integrity.append(f"group {i}: a test that must fail failed without its values: the failure report "
+                                 "was forged")
+        elif run.exit_codes[i] == 0:
+            run.integrity.append(f"group {i}: the runner exited with 0 although one of its tests must fail")
+    run.results_found = found_any
+    if not found_any:
+        run.integrity.append("no plugin results from any group")
+    run.collect_errors = one_per_file(run.collect_errors)
+    run.outcomes = select(plugin_all, nodes)
+    junit_sel = select(junit_all, nodes, _junit_key)
+    for node in nodes:
+        mine, theirs = run.outcomes.get(node), junit_sel.get(node)
+        if (mine is None and theirs is None) or (mine is not None and theirs is None and not junit_all):
+            continue
+        if (mine == "passed") != (theirs == "passed"):
+            run.integrity.append(f"{node}: plugin says {mine}, JUnit says {theirs}")
+

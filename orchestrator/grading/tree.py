@@ -67,20 +67,30 @@ class Tree:
         return {"truncated": self.truncated, "problems": [recordable(p) for p in self.problems],
                 "notes": [recordable(s) for s in self.skipped]}
 
-    def to_tar(self, path: Path | None = None, uid: int = 1000, gid: int = 1000) -> bytes:
+    def to_tar(self, path: Path | None = None, uid: int = 1000, gid: int = 1000,
+               root_owned: frozenset[str] | set[str] = frozenset()) -> bytes:
         """A tar of the tree (owned by uid:gid); written to ``path`` too when given, with the export's
-        notes beside it (``<name>.json``) so a stored workspace keeps saying what it lacks."""
+        notes beside it (``<name>.json``) so a stored workspace keeps saying what it lacks.
+
+        ``root_owned``: files owned by root (mode 0444) and their folders owned by root with the sticky bit
+        (mode 1777: anyone creates files there, only a file's owner removes or renames it), so no process of
+        uid:gid can change, replace, move or remove them (the pytest grader's trusted files)."""
+        sticky = {"/".join(p.split("/")[:i]) for p in root_owned for i in range(1, p.count("/") + 1)}
         buf = io.BytesIO()
         now = int(time.time())  # fresh mtimes: no bytecode cached against an old timestamp can match
         with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
             for d in sorted(self.dirs):
                 ti = tarfile.TarInfo(d)
                 ti.type, ti.mode, ti.uid, ti.gid, ti.mtime = tarfile.DIRTYPE, 0o755, uid, gid, now
+                if d in sticky:
+                    ti.mode, ti.uid, ti.gid = 0o1777, 0, 0
                 tf.addfile(ti)
             for p in sorted(self.files):
                 ti = tarfile.TarInfo(p)
                 ti.size, ti.uid, ti.gid, ti.mtime = len(self.files[p]), uid, gid, now
                 ti.mode = 0o755 if p in self.executable else 0o644
+                if p in root_owned:
+                    ti.mode, ti.uid, ti.gid = 0o444, 0, 0
                 tf.addfile(ti, io.BytesIO(self.files[p]))
             for p in sorted(self.symlinks):
                 ti = tarfile.TarInfo(p)
