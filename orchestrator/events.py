@@ -55,6 +55,11 @@ kind               fields
 valid Unicode (a lone surrogate in a model's JSON, a file name's raw byte) is
 recorded escaped (``\udcff``, ``\xff``) and the event's ``escaped`` lists the
 fields where that was done: nothing is dropped and nothing fails to record.
+A value nested deeper than ``textsafe.MAX_DEPTH`` containers is recorded as a marker
+from that depth on, its paths in ``depth_capped`` (the walk is iterative: no depth
+the agent sends can exhaust the harness's recursion limit); a value JSON cannot hold
+(keys that do not sort together) leaves the field names as ``unrecordable`` with the
+``error``.
 """
 
 from __future__ import annotations
@@ -102,14 +107,23 @@ class EventLog:
     def append(self, kind: str, source: str = "harness", **fields: Any) -> dict[str, Any]:
         """Write one event and return it (with its hash)."""
         escaped: list[str] = []
-        fields = recordable_data(fields, escaped=escaped, raw_bytes=False)  # as sent (JSON): recorded, never refused
+        capped: list[str] = []
+        fields = recordable_data(fields, escaped=escaped, raw_bytes=False, capped=capped)  # as sent: never refused
         if escaped:
             fields["escaped"] = escaped
+        if capped:
+            fields["depth_capped"] = capped[:100]
         with self._lock:
             if self.closed:
                 raise ValueError("event log is closed")
             event = {"seq": self.seq, "kind": kind, "source": source, **fields, "prev_hash": self.head}
-            event["hash"] = event_hash(event)
+            try:
+                line = _canonical(event)
+            except (ValueError, TypeError, RecursionError) as exc:  # a value no JSON can hold: named, not fatal
+                event = {"seq": self.seq, "kind": kind, "source": source, "unrecordable": sorted(map(str, fields)),
+                         "error": f"{type(exc).__name__}: {exc}"[:500], "prev_hash": self.head}
+                line = _canonical(event)
+            event["hash"] = hashlib.sha256(line).hexdigest()
             self._fh.write(_canonical(event).decode() + "\n")
             self._fh.flush()
             self.seq += 1

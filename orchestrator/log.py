@@ -22,15 +22,22 @@ import structlog
 from .textsafe import printable, printable_lines
 
 
-def _printable_value(value: Any) -> Any:
+_LOG_DEPTH = 16
+"""Containers in a log value shown this deep; deeper is ``…`` (a value the agent shaped cannot exhaust the
+recursion limit of the logger)."""
+
+
+def _printable_value(value: Any, depth: int = 0) -> Any:
     if isinstance(value, str):
         return printable(value)
+    if isinstance(value, (dict, list, tuple, set, frozenset)) and depth >= _LOG_DEPTH:
+        return "…"
     if isinstance(value, dict):
-        return {_printable_value(k): _printable_value(v) for k, v in value.items()}
+        return {_printable_value(k, depth + 1): _printable_value(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [_printable_value(v) for v in value]
+        return [_printable_value(v, depth + 1) for v in value]
     if isinstance(value, (tuple, set, frozenset)):
-        return tuple(_printable_value(v) for v in value)
+        return tuple(_printable_value(v, depth + 1) for v in value)
     if value is None or isinstance(value, (bool, int, float)):
         return value
     return printable(repr(value))  # what either renderer would show of it (an exception's text, a path), made safe

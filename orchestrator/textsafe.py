@@ -23,6 +23,7 @@ Three rules keep that data from breaking or forging anything:
 from __future__ import annotations
 
 import html
+import json
 import re
 import unicodedata
 from typing import Any
@@ -61,25 +62,106 @@ def recordable(text: str, raw_bytes: bool = True) -> str:
     return "".join(out)
 
 
-def recordable_data(value: Any, where: str = "", escaped: list[str] | None = None, raw_bytes: bool = True) -> Any:
+MAX_DEPTH = 64
+"""How deep a JSON-like value the agent sent is recorded: a container nested deeper is recorded as
+``DEPTH_MARKER`` and its path listed (JSON nested a few hundred levels deep would otherwise exhaust Python's
+recursion limit in whatever walks it next: ``json.dumps``, ``repr``, a validator)."""
+DEPTH_MARKER = f"[nested deeper than {MAX_DEPTH} levels: not recorded]"
+_END = object()
+
+
+def recordable_data(value: Any, where: str = "", escaped: list[str] | None = None, raw_bytes: bool = True,
+                    capped: list[str] | None = None, max_depth: int = MAX_DEPTH) -> Any:
     """A copy of a JSON-like value whose strings (keys too) are all ``recordable``; the dotted paths of
-    what had to be escaped are appended to ``escaped``."""
-    if isinstance(value, str):
-        safe = recordable(value, raw_bytes)
-        if safe is not value and escaped is not None:
-            escaped.append(where or "(value)")
+    what had to be escaped are appended to ``escaped``. Walked without recursion and at most ``max_depth``
+    containers deep: a deeper one becomes ``DEPTH_MARKER`` and its path is appended to ``capped``. Never
+    raises on any value (what is not a string, dict, list or tuple is returned as it is)."""
+
+    def text(v: str, path: str) -> str:
+        safe = recordable(v, raw_bytes)
+        if safe is not v and escaped is not None:
+            escaped.append(path or "(value)")
         return safe
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
+
+    def opened(v: Any) -> tuple[Any, Any] | None:
+        if isinstance(v, dict):
+            return {}, iter(v.items())
+        if isinstance(v, (list, tuple)):
+            return [], iter(enumerate(v))
+        return None
+
+    if isinstance(value, str):
+        return text(value, where)
+    first = opened(value)
+    if first is None:
+        return value
+    if max_depth < 1:
+        if capped is not None:
+            capped.append(where or "(value)")
+        return DEPTH_MARKER
+    root, items = first
+    stack = [(root, items, where, 1)]  # pre-order, as a recursive walk would list what it escaped
+    while stack:
+        out, items, path, depth = stack[-1]
+        item = next(items, _END)
+        if item is _END:
+            stack.pop()
+            continue
+        k, v = item
+        if isinstance(out, dict):
             key = recordable(k, raw_bytes) if isinstance(k, str) else k
             if key is not k and escaped is not None:
-                escaped.append(f"{where}.{key}(key)" if where else f"{key}(key)")
-            out[key] = recordable_data(v, f"{where}.{key}" if where else str(key), escaped, raw_bytes)
-        return out
-    if isinstance(value, (list, tuple)):
-        return [recordable_data(v, f"{where}[{i}]", escaped, raw_bytes) for i, v in enumerate(value)]
-    return value
+                escaped.append(f"{path}.{key}(key)" if path else f"{key}(key)")
+            child_path = f"{path}.{key}" if path else str(key)
+        else:
+            key, child_path = None, f"{path}[{k}]"
+        child = opened(v)
+        if child is None:
+            new = text(v, child_path) if isinstance(v, str) else v
+        elif depth >= max_depth:
+            new = DEPTH_MARKER
+            if capped is not None:
+                capped.append(child_path)
+        else:
+            new = child[0]
+            stack.append((new, child[1], child_path, depth + 1))
+        if isinstance(out, dict):
+            out[key] = new
+        else:
+            out.append(new)
+    return root
+
+
+def loads_bounded(data: str | bytes, max_depth: int = MAX_DEPTH) -> Any:
+    """``json.loads``, except that JSON nested deeper than Python's decoder can go (it raises
+    ``RecursionError`` a few hundred levels down) is decoded with every container deeper than ``max_depth``
+    replaced by ``DEPTH_MARKER``: what is shallow (an answer's usage, its model, a tool's name) is still read.
+    Raises ``ValueError`` for text that is not JSON, as ``json.loads`` does."""
+    text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
+    try:
+        return json.loads(text)
+    except RecursionError:
+        pass
+    out, start, depth, skip_from, i, n = [], 0, 0, -1, 0, len(text)
+    marker = json.dumps(DEPTH_MARKER)
+    while i < n:
+        c = text[i]
+        if c == '"':  # a string: skipped whole, escapes included
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif c in "[{":
+            depth += 1
+            if depth == max_depth + 1:
+                skip_from = i
+        elif c in "]}":
+            if depth == max_depth + 1 and skip_from >= 0:
+                out.append(text[start:skip_from] + marker)
+                start, skip_from = i + 1, -1
+            depth -= 1
+        i += 1
+    out.append(text[start:])
+    return json.loads("".join(out))
 
 
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u180e")

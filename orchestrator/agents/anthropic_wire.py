@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..textsafe import loads_bounded
+
 MESSAGES, COUNT_TOKENS = "/v1/messages", "/v1/messages/count_tokens"
 PATHS = (MESSAGES, COUNT_TOKENS)
 
@@ -20,7 +22,7 @@ def parse_sse(data: bytes) -> dict[str, Any] | None:
         if not line:
             continue
         try:
-            ev = json.loads(line)
+            ev = loads_bounded(line)  # a model's answer nested thousands deep is read to a depth, never raises
         except ValueError:
             continue
         kind = ev.get("type")
@@ -41,7 +43,7 @@ def parse_sse(data: bytes) -> dict[str, Any] | None:
         return None
     for i, text in partial.items():
         try:
-            blocks[i]["input"] = json.loads(text) if text else {}
+            blocks[i]["input"] = loads_bounded(text) if text else {}
         except ValueError:
             blocks[i]["input"] = {"_unparsed": text}
     message["content"] = [blocks[i] for i in sorted(blocks)]
@@ -67,7 +69,7 @@ def read_answer(path: str, received: bytes) -> dict[str, Any]:
     """What a Messages answer says: ``model``, ``stop_reason``, ``usage`` (input, output, cache_read,
     cache_write) and ``tool_uses`` (name, input, id)."""
     try:
-        message = json.loads(received)
+        message = loads_bounded(received)
     except ValueError:
         message = parse_sse(received) or {}
     usage = message.get("usage") or {}

@@ -57,6 +57,9 @@ def run_agent(agent: Agent, ctx: AgentContext) -> AgentResult:
         reason, detail = StopReason.SANDBOX_BROKEN, exc.message
     except TrialboxError as exc:
         reason, detail = StopReason.AGENT_ERROR, exc.message
+    except RecursionError as exc:  # the agent's data (a model's answer, its tool arguments) nests deeper than any
+        # walk of it can go (the client's JSON decoder, a serialiser): the agent's failure, never the harness's
+        reason, detail = StopReason.AGENT_ERROR, f"the agent's data nests too deeply to be handled ({exc})"[:500]
     sub = ctx.toolbox.submission
     if sub is not None and reason in (StopReason.ENDED_WITHOUT_SUBMIT,):
         reason, detail = (StopReason.ABSTAINED if sub.abstain else StopReason.SUBMITTED), ""

@@ -51,6 +51,10 @@ class ClaudeSettings:
 
 
 def _block(block: Any) -> dict[str, Any]:
+    """A response block as plain data. A tool call's ``input`` is the model's JSON as decoded, taken as it is:
+    the serialiser would walk it recursively and give up on a deep one (the event log records it to a depth)."""
+    if getattr(block, "type", None) == "tool_use":
+        return {**block.model_dump(exclude_none=True, mode="json", exclude={"input"}), "input": block.input}
     return block.model_dump(exclude_none=True, mode="json")
 
 

@@ -13,6 +13,8 @@ import itertools
 import json
 from typing import Any
 
+from ..textsafe import loads_bounded
+
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
 PATHS = (CHAT, RESPONSES)
@@ -116,16 +118,27 @@ CLIENT_TOOLS = ("function", "custom", "local_shell")
 """Tool types the *client* runs (in the sandbox); every other type has the provider act for the agent."""
 
 
+NAMESPACE_DEPTH = 8
+"""Namespaces within namespaces judged this deep; one nested deeper is refused as what it cannot be shown not
+to hold (walked without recursion: no depth the agent sends exhausts the proxy's recursion limit)."""
+
+
 def _server_tools(tools: list[Any]) -> list[str]:
     """The tool types not run by the client; a ``namespace`` groups tools and is judged by what it holds."""
     found = []
-    for t in tools:
-        if not isinstance(t, dict):
-            continue
-        if t.get("type") == "namespace":
-            found += _server_tools(t.get("tools") or [])
-        elif t.get("type") not in CLIENT_TOOLS:
-            found.append(str(t.get("type")))
+    pending = [(tools, 0)]
+    while pending:
+        group, depth = pending.pop(0)
+        for t in group if isinstance(group, list) else []:
+            if not isinstance(t, dict):
+                continue
+            if t.get("type") == "namespace":
+                if depth + 1 >= NAMESPACE_DEPTH:
+                    found.append(f"namespace nested deeper than {NAMESPACE_DEPTH}")
+                else:
+                    pending.append((t.get("tools") or [], depth + 1))
+            elif t.get("type") not in CLIENT_TOOLS:
+                found.append(str(t.get("type")))
     return found
 
 
@@ -144,7 +157,7 @@ def with_stream_usage(path: str, body: bytes) -> bytes:
         return body
     try:
         request = json.loads(body or b"{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to be anything a provider takes
         return body
     options = request.get("stream_options") if isinstance(request, dict) else None
     if not isinstance(request, dict) or not request.get("stream") or \
@@ -161,7 +174,7 @@ def _sse(data: bytes) -> list[Any]:
         for line in chunk.splitlines():
             if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
                 try:
-                    out.append(json.loads(line[5:].strip()))
+                    out.append(loads_bounded(line[5:].strip()))
                 except ValueError:
                     pass
     return out
@@ -169,7 +182,7 @@ def _sse(data: bytes) -> list[Any]:
 
 def _arguments(text: str) -> Any:
     try:
-        return json.loads(text) if text else {}
+        return loads_bounded(text) if text else {}
     except ValueError:
         return {"_unparsed": text}
 
@@ -178,7 +191,7 @@ def read_answer(path: str, received: bytes) -> dict[str, Any]:
     """What an OpenAI-format answer says, in trialbox's terms: ``model``, ``stop_reason``, ``usage`` (input,
     output, cache_read, cache_write) and ``tool_uses`` (name, input, id), plain or streamed."""
     try:
-        answer: Any = json.loads(received)
+        answer: Any = loads_bounded(received)  # nested thousands deep: read to a depth, never raises
     except ValueError:
         answer = None
     if path.endswith(RESPONSES):

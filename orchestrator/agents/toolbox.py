@@ -28,7 +28,7 @@ import requests.exceptions
 from ..errors import AgentStop, SandboxBroken, SandboxError, ToolError
 from ..events import EventLog, now_iso
 from ..sandbox.base import WORKSPACE, Sandbox, within
-from ..textsafe import recordable_data
+from ..textsafe import MAX_DEPTH, recordable_data
 from .budget import Budget, StopReason
 
 TOOL_CONTRACT_REVISION = "v1"
@@ -88,11 +88,16 @@ class Submission:
 
 def _check_unicode(arguments: dict[str, Any]) -> None:
     """Arguments must be valid Unicode: JSON can carry a lone surrogate, which no file or command can hold
-    (``recordable_data`` walks them as the event log does and names what it would have to escape)."""
+    (``recordable_data`` walks them as the event log does and names what it would have to escape), and no
+    deeper than the event log records them."""
     escaped: list[str] = []
-    recordable_data(arguments, escaped=escaped, raw_bytes=False)
+    capped: list[str] = []
+    recordable_data(arguments, escaped=escaped, raw_bytes=False, capped=capped)
     if escaped:
         raise ToolError(f"argument {escaped[0]!r} is not valid Unicode: it holds a lone surrogate", kind="bad_arguments")
+    if capped:  # no tool takes such a value, and walking it further (repr, json) would exhaust the recursion limit
+        raise ToolError(f"argument {capped[0].split('.')[0].split('[')[0]!r} nests deeper than {MAX_DEPTH} levels",
+                        kind="bad_arguments")
 
 
 def clip(text: str, limit: int) -> str:

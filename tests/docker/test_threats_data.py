@@ -368,3 +368,59 @@ def test_a_long_path_behind_an_unsearchable_folder_is_not_silently_lost(setup, c
         return
     assert verdict["outcome"] == "rejected" and "export" in verdict["reasons"], verdict
     assert any("listing is incomplete" in p for p in criteria(verdict)["export"]["evidence"]["missing_or_different"])
+
+
+# --------------------------------------------------------------------------- agent data nested deep
+def _claude_trial(setup, client, tmp_path, answers):  # noqa: F811
+    """One trial of the built-in Claude agent whose model answers with ``answers`` (raw JSON text)."""
+    from orchestrator.manifest import ClaudeCandidate
+    from tests.rawmodel import RawModelServer
+
+    loaded, tasks, image_id = setup
+    cand = ClaudeCandidate(name="deep", agent="claude", model_snapshot="scripted-model-1")
+    spec = TrialSpec(f"textkit-slug-unicode/deep/{uuid.uuid4().hex[:6]}", "threats", tasks["textkit-slug-unicode"],
+                     cand, 0, image_id, loaded.manifest.environment, BudgetLimits(deadline_seconds=120))
+    paths = RunPaths(tmp_path / f"run-{uuid.uuid4().hex[:6]}")
+    with RawModelServer(answers) as server:
+        result = run_trial(spec, loaded, docker_host(client), paths,
+                           env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": server.url}).to_dict()
+    folder = paths.attempt(spec.trial_id, 1)
+    assert verify_events(folder.events).ok
+    return result["verdict"], result, read_events(folder.events)
+
+
+SLUG_FIX_COMMAND = ("python3 - <<'EOF'\nfrom pathlib import Path\np = Path('textkit/slug.py')\n"
+                    "s = p.read_text().replace('import re\\n', 'import re\\nimport unicodedata\\n', 1)\n"
+                    "s = s.replace('    words = _NON_WORD.split(text.lower())', \"    text = unicodedata.normalize("
+                    "'NFKD', text).encode('ascii', 'ignore').decode()\\n    words = _NON_WORD.split(text.lower())\", 1)\n"
+                    "p.write_text(s)\nEOF")
+
+
+def test_agent_data_nested_5000_deep_is_the_agents_outcome_not_the_harness(setup, client, tmp_path):  # noqa: F811
+    """A tool argument nested 600 deep (decodable) is a tool error the model sees; an answer nested 5000 deep
+    (beyond any JSON decoder's recursion) ends the agent with agent_error; the trial is graded on its work,
+    never infra_error(harness) (which would be retried for free and could leave the denominator)."""
+    from tests.rawmodel import deep, message, tool_use
+
+    fix = json.dumps({"command": SLUG_FIX_COMMAND})
+    answers = [message(tool_use("bash", fix[:-1] + ',"extra":' + deep(600) + "}", "t1")),
+               message(tool_use("bash", fix, "t2")),
+               message(tool_use("bash", '{"command":"ls","plan":' + deep(5000) + "}", "t3"))]
+    verdict, result, events = _claude_trial(setup, client, tmp_path, answers)
+    assert verdict["outcome"] == "accepted", verdict  # the fix it made is graded as any other work
+    assert result["stop_reason"] == "agent_error"
+    tools = [e for e in events if e["kind"] == "tool"]
+    assert tools[0]["error_kind"] == "bad_arguments" and tools[0]["depth_capped"]
+    assert not tools[1]["error"]
+    stop = [e for e in events if e["kind"] == "stop"][0]
+    assert "nests too deeply" in stop["detail"]
+
+
+def test_an_answer_nested_5000_deep_first_is_rejected_not_retried(setup, client, tmp_path):  # noqa: F811
+    from tests.rawmodel import deep, message
+
+    answers = [message('[{"type":"text","text":' + '"ok"' + '},{"type":"tool_use","id":"t1","name":"submit",'
+                       '"input":{"summary":' + deep(5000, '"done"') + "}}]")]
+    verdict, result, _ = _claude_trial(setup, client, tmp_path, answers)
+    assert verdict["outcome"] == "rejected" and "fail_to_pass" in verdict["reasons"], verdict
+    assert result["stop_reason"] == "agent_error"
