@@ -18,22 +18,52 @@ Cross-checks (each failure an integrity problem of the trial, a rejection):
 * the reward folder is empty when the script starts (it is new: nothing the agent wrote can be there);
 * the script was not killed by a signal after a passing reward was written (code under test that writes the
   reward and then kills the script before the script's own verdict);
-* nothing the agent added or changed replaces what the script runs: an importable module at the workspace's
-  top level (``name.py``, ``name/__init__.py``, ``name*.so``) named like a module the environment's Python
-  loads to run pytest (``pytest``, ``_pytest``, ``unittest``, the standard modules loaded at start-up:
-  ``python -m pytest`` in the workspace would import the agent's), or an executable in a folder of the
-  script's ``PATH`` that lies inside the workspace;
-* the pytest sessions the script ran (``grader_tools/witness``, a plugin made discoverable on the script's
-  Python path, appends each session's start and end to a record outside the workspace that trialbox opens
-  with a random header): with a passing reward, the record must still carry its header, every session that
-  started must have finished, and at least one must have finished with every test passing. A script that runs
-  pytest another way loads no witness, and then nothing of this is checked.
+* nothing the agent added or changed replaces what the test runner runs (``replaced_runners``, judged on the
+  host from the trees, against what ``PROBE`` found in the grader before any of the agent's code ran):
 
-What cannot be checked, and the pytest grader can: the script's test runner runs the code under test in its
-own process, as the same user, so that code can write the reward itself and forge the witness's record
-consistently (it can read this code); there is no tripwire and no second result channel that code cannot
-reach. The scope criterion still rejects the planted files that usually carry such tampering (``conftest.py``,
-``sitecustomize.py``, ``.pth`` files, pytest configuration, a ``pytest11`` entry point in a ``.dist-info``).
+  - an executable in a folder of the script's ``PATH`` that lies inside the workspace;
+  - a ``pytest11`` entry point in distribution metadata anywhere in the workspace, matched as
+    ``importlib.metadata`` finds it: a ``*.dist-info`` or ``*.egg-info`` folder (or ``*.egg/EGG-INFO``) in any
+    case, its ``entry_points.txt`` in any case too;
+  - any change in a site folder of the runner's Python path inside the workspace (an environment installed
+    there: its pytest, its plugins);
+  - an importable top-level module (``name.py``, ``name*.so``, a Python file under ``name/``, a link named
+    ``name``) named like a module the environment's Python can import from outside the workspace: every name of
+    its standard library (``sys.stdlib_module_names``) and built-in modules and every top-level name in the
+    folders and archives of its path (site-packages: pytest, pluggy, every plugin), not only what ``import
+    pytest`` loads, since pytest imports some of them later (``xml``, ``pdb``, ``code``…); judged in every folder
+    of the workspace a module can be imported from when the tests run (its root, the folders of the path and of
+    the script's ``PYTHONPATH`` inside it, the first non-package folder above each test and ``conftest.py``
+    file), except names the original workspace itself has there (the task's own package);
+* the pytest sessions the script ran, as the **witness** saw them. ``grader_tools/witness`` is a pytest plugin
+  made discoverable on the script's Python path; when pytest loads it (before any test module is imported) it
+  connects to the witness's server, ``trialbox_witness_server.py``, run by trialbox **as root** from the image's
+  own ``python3`` before the script starts, listening on a socket in a folder only root can write
+  (``/dev/shm/.trialbox-witness-<random>``). The server prints what it receives to its own output, which the
+  engine streams to the host: there is no record file in the container, and the sandbox user can neither write to
+  that output nor signal, trace or stop the server. The kernel names every sender (``SO_PEERCRED`` for the
+  connection, ``SCM_CREDENTIALS`` for each message) and the server reads the connecting process's parents while
+  it waits for its ``ok``. After the script, trialbox stops the server (it drains what was sent and prints its
+  last line), then kills what the script left, then reads the reward. With a passing reward: the record must be
+  whole (stopped by trialbox, its bound not reached); of the sessions the script itself started (processes whose
+  parents lead to the script's exec through no other pytest process and not through init: a session nested in the
+  tests, or in a process left detached, is not the script's verdict), every one must have finished, at least one
+  with every test passing, and no message on a session's connection may come from another process (a forked
+  child) or be other than the witness's. A script that runs pytest another way loads no witness, and then nothing
+  of this is checked; an image without ``python3`` in its system folders runs no server (noted in the evidence).
+
+What cannot be checked, and the pytest grader can: the script's test runner runs the code under test in its own
+process, as the same user, so that code can write the reward itself, and it can speak for its own process to the
+witness: code running inside a pytest process the script started can send that session's finish (every test
+passed) on the plugin's connection and end the process, or change pytest's reports in memory so pytest itself
+counts them passed; where the host's kernel lets a process trace another of the same user (no Yama
+``ptrace_scope`` ≥ 1), a process of the code under test can do the same inside another pytest process of the
+script. What it cannot do: remove, rewrite or reorder what was sent, speak for another process without tracing
+it, make a session it started count as the script's, or send after the server stopped. Code of the agent that
+runs before pytest loads its plugins (a shadowing module, ``sitecustomize.py``, a ``.pth`` file) can keep the
+witness from loading at all: the module checks above and the scope criterion (``conftest.py``,
+``sitecustomize.py``, ``.pth`` files, pytest configuration) are what reject those. There is no tripwire and no
+second result channel that code cannot reach.
 """
 
 from __future__ import annotations
@@ -44,8 +74,11 @@ import math
 import posixpath
 import re
 import secrets
+import sys
+import threading
 import time
 import uuid
+from typing import Any
 
 from ..engine import ROLE_LABEL
 from ..errors import GraderInfraError, OutputLost, SandboxBroken, SandboxError
@@ -60,24 +93,64 @@ from .runner import TOOLS, TOOLS_MOUNT, GraderLimits, TestRun
 from .tree import Tree
 
 MAX_REWARD_BYTES = 64 << 10
-MAX_WITNESS_BYTES = 1 << 20
-WITNESS = "/tmp/.trialbox-witness.jsonl"
+WITNESS_SERVER = f"{TOOLS_MOUNT}/witness/trialbox_witness_server.py"
+WITNESS_STOP_S = 20.0
 RUN_SCRIPT = 'PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$1" exec bash "$2"'
 """The test script, with the witness's folder appended (last) to whatever Python path the environment has."""
 READ_REGULAR = ('[ -L "$1" ] && { echo link; exit 0; }; [ -e "$1" ] || { echo absent; exit 0; }; '
                 '[ -f "$1" ] || { echo other; exit 0; }; n=$(wc -c < "$1") || exit 3; echo "file $n"; '
                 'exec cat -- "$1"')
-IMPORTABLE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\.py|/__init__\.py|(?:\.[^/]*)?\.so)$")
-PROBE = """
-import json, sys
-root = sys.argv[1]
-sys.path = [p for p in sys.path if p and p != root and not p.startswith(root + "/")]
-try:
-    import pytest  # noqa: F401  (what running the tests loads)
-except Exception:
-    pass
-print(json.dumps(sorted({m.split(".")[0] for m in sys.modules} | {"pytest", "_pytest", "unittest"})))
+MODULE_PATH = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\.py|(?:\.[^/]*)?\.so|/.*\.(?:py|so))$")
+"""A path (relative to a folder on the Python path) that makes its first component an importable top-level name:
+``name.py``, ``name*.so``, or a Python file anywhere under ``name/`` (a package, or a namespace portion)."""
+ENTRY_POINTS = re.compile(r"(?:^|/)(?:[^/]*\.(?:dist-info|egg-info)|[^/]*\.egg/egg-info)/entry_points\.txt$",
+                          re.IGNORECASE)
+"""Distribution metadata whose entry points ``importlib.metadata`` reads (it matches the folder's suffix in any
+case; the file name too, here, in case the filesystem does not tell case)."""
+SITE_FOLDER = re.compile(r"(?:^|/)(?:site-packages|dist-packages|lib/python[0-9][^/]*(?:/lib-dynload)?)$")
+TEST_FILE = re.compile(r"(?:^|/)(?:conftest\.py|test_[^/]*\.py|[^/]*_test\.py)$")
+FALLBACK_NAMES = frozenset(sys.stdlib_module_names) | frozenset(sys.builtin_module_names) | {
+    "pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py", "exceptiongroup", "tomli"}
+"""The names judged when the environment's Python could not be asked (this Python's standard library, pytest's)."""
+WITNESS_NAMES = frozenset({"trialbox_witness", "trialbox_witness_server"})
+"""The witness's own modules (on the script's Python path after the workspace: a module of the agent's with that
+name would be loaded in the witness's place)."""
+PROBE = r"""
+import json, os, sys
+root = sys.argv[1].rstrip("/")
+def inside(p):
+    return p == root or p.startswith(root + "/")
+names = set(sys.builtin_module_names) | set(getattr(sys, "stdlib_module_names", ()))
+found, workspace, pythonpath = [], [], []
+extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+for entry in list(sys.path) + extra:
+    p = os.path.normpath(os.path.join(root, entry)) if entry else root
+    if inside(p):
+        (pythonpath if entry in extra else workspace).append(p[len(root) + 1:])
+        continue
+    found.append(p)
+    if os.path.isdir(p):
+        try:
+            listing = os.listdir(p)
+        except OSError:
+            continue
+    else:
+        try:
+            import zipfile
+            listing = {n.split("/")[0] for n in zipfile.ZipFile(p).namelist()}
+        except Exception:
+            continue
+    for n in listing:
+        head = n.split(".")[0]
+        if head.isidentifier() and (n.endswith((".py", ".pyc", ".so")) or "." not in n):
+            names.add(head)
+print(json.dumps({"names": sorted(names), "workspace": sorted(set(workspace)), "pythonpath": sorted(set(pythonpath)),
+                  "stdlib_listed": hasattr(sys, "stdlib_module_names")}))
 """
+"""Run in the grader before any of the agent's code (the environment's own ``python3``, isolated, from ``/``):
+every top-level name its Python can import from outside the workspace (its standard library, built-in modules and
+every folder and archive of its path: site-packages with pytest and its plugins, and what ``.pth`` files add), and
+the folders of that path, and of the script's ``PYTHONPATH``, inside the workspace."""
 
 
 def parse_reward(name: str, data: bytes) -> dict[str, float]:
@@ -135,9 +208,50 @@ def for_grading(tree: Tree) -> tuple[Tree, list[str]]:
                                dirs={d for d in kept.dirs if len(path_bytes(d)) <= MAX_GRADER_PATH}), ignored
 
 
-def replaced_runners(tree: Tree, workdir: str, changed: list[str], path_env: str, loaded: set[str]) -> list[str]:
-    """What of the agent's changes would run in place of the script's own tools (see the module docstring)."""
+def import_folders(tree: Tree, probed: dict) -> tuple[list[str], list[str]]:
+    """The workspace's folders (relative; ``""`` is its root) where a top-level module can be imported from when
+    the tests run: its root (the working directory), the folders of the script's Python path inside it, and the
+    folder pytest puts first on the path for each test or ``conftest.py`` file (the first one upwards that is not a
+    package); and apart, the site folders of the path inside it (an environment installed in the workspace)."""
+    site = sorted({d for d in probed.get("workspace", []) if SITE_FOLDER.search(d)})
+    out = {"", *probed.get("pythonpath", []), *(d for d in probed.get("workspace", []) if d not in site)}
+    for path in [*tree.files, *tree.symlinks]:
+        if TEST_FILE.search(path):
+            d = posixpath.dirname(path)
+            while d and f"{d}/__init__.py" in tree.files:
+                d = posixpath.dirname(d)
+            out.add(d)
+    return sorted(out), site
+
+
+def _top_names(tree: Tree, folder: str, paths: list[str]) -> set[str]:
+    """The top-level names these paths (of ``tree``) make importable from ``folder``."""
+    prefix = f"{folder}/" if folder else ""
+    out = set()
+    for p in paths:
+        if not p.startswith(prefix):
+            continue
+        rel = p[len(prefix):]
+        if m := MODULE_PATH.match(rel):
+            out.add(m.group(1))
+        elif p in tree.symlinks and rel.isidentifier():  # a link to a package folder, named like the package
+            out.add(rel)
+    return out
+
+
+def _has_pytest_entry_point(*texts: bytes | None) -> bool:
+    return any(t is not None and b"pytest11" in t.lower() for t in texts)
+
+
+def replaced_runners(tree: Tree, workdir: str, changed: list[str], path_env: str, probed: dict,
+                     original: Tree | None = None) -> list[str]:
+    """What of the agent's changes would run in place of the test runner's own code (see the module docstring):
+    an executable in a ``PATH`` folder inside the workspace; a pytest entry point in distribution metadata
+    anywhere in it (read as ``importlib.metadata`` reads it); a change in a site folder of the Python path inside
+    it; a top-level module, in a folder it can be imported from, named like one the environment's Python can
+    import from elsewhere (``probed``: ``PROBE``'s answer) and not the task's own there."""
     out = []
+    original = original or Tree()
     root = workdir.rstrip("/")
     for d in dict.fromkeys(x.rstrip("/") or "/" for x in path_env.split(":")):
         if d != root and not d.startswith(root + "/"):
@@ -146,23 +260,37 @@ def replaced_runners(tree: Tree, workdir: str, changed: list[str], path_env: str
         hits = [p for p in changed if posixpath.dirname(p) == rel and (p in tree.executable or p in tree.symlinks)]
         out += [f"{p}: an executable added or changed in {d}, a folder of the test script's PATH (it would run in "
                 f"place of a command)" for p in hits]
-    names = {m.group(1) for p in changed if (m := IMPORTABLE.match(p))}
-    out += [f"{t}: the agent added or changed an importable module at the workspace's top level with the name of a "
-            f"module the environment's Python loads to run the tests (it would be imported in its place)"
-            for t in sorted(names & loaded)]
-    return out
+    for p in changed:
+        if ENTRY_POINTS.search(p) and _has_pytest_entry_point(tree.files.get(p), original.files.get(p)):
+            out.append(f"{p}: the agent added or changed a pytest11 entry point in distribution metadata (pytest "
+                       "would load the plugin it names into the test run)")
+    folders, site = import_folders(tree, probed)
+    for d in site:
+        hits = [p for p in changed if p.startswith(f"{d}/") and not ENTRY_POINTS.search(p)]
+        out += [f"{p}: the agent added or changed a file of {root}/{d}, a site folder of the test runner's Python "
+                f"path inside the workspace (installed code runs as the runner's own)" for p in hits[:20]]
+    names = (set(probed.get("names") or ()) or set(FALLBACK_NAMES)) | WITNESS_NAMES
+    for d in folders:
+        shadow = (_top_names(tree, d, changed) & names) - _top_names(original, d, [*original.files, *original.symlinks])
+        where = f"{root}/{d}" if d else root
+        out += [f"{(d + '/') if d else ''}{t}: the agent added or changed an importable module in {where} with the "
+                f"name of a module the environment's Python can import (it would be imported in its place)"
+                for t in sorted(shadow)]
+    return list(dict.fromkeys(out))
 
 
-def _probe(sandbox: Sandbox, workdir: str) -> tuple[str, set[str]]:
-    """The script's PATH and the modules its Python loads to run pytest (none when it has no python3)."""
+def _probe(sandbox: Sandbox, workdir: str, env: dict[str, str]) -> tuple[str, dict]:
+    """The script's PATH and what ``PROBE`` says (nothing when there is no python3)."""
     res = sandbox.exec(["sh", "-c", 'printf "%s\\n" "$PATH"; command -v python3 >/dev/null 2>&1 || exit 0; '
-                                    'cd / && exec python3 -I -c "$1" "$2"', "sh", PROBE, workdir], timeout=60)
+                                    'cd / && exec python3 -I -c "$1" "$2"', "sh", PROBE, workdir], timeout=60, env=env)
     lines = res.text().splitlines()
     try:
-        loaded = set(json.loads(lines[1])) if len(lines) > 1 else set()
+        probed = json.loads(lines[1]) if len(lines) > 1 else {}
     except ValueError:
-        loaded = set()
-    return (lines[0] if lines else ""), loaded
+        probed = {}
+    if not isinstance(probed, dict):
+        probed = {}
+    return (lines[0] if lines else ""), probed
 
 
 def read_regular(sandbox: Sandbox, path: str, max_bytes: int) -> tuple[str, bytes]:
@@ -201,6 +329,78 @@ def script_grader_spec(image_id: str, task: Task, limits: GraderLimits, name: st
                        labels={**(labels or {}), ROLE_LABEL: "grader"})
 
 
+class Witness:
+    """The witness's server in one grader container (``grader_tools/witness/trialbox_witness_server.py``), run as
+    root by an exec of its own in a thread, its output (the record) streamed to the host."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+        self.folder = f"/dev/shm/.trialbox-witness-{secrets.token_hex(8)}"
+        self.thread: threading.Thread | None = None
+        self.result: Any = None
+        self.stopped = False
+        self.note = ""
+
+    @property
+    def socket(self) -> str:
+        return f"{self.folder}/s"
+
+    def start(self, timeout: float) -> bool:
+        """Start the server and wait until it listens; False (and ``note``) when the image has no python3 for it.
+        ``GraderInfraError`` when it has one and the server does not come up."""
+        env = {"PATH": SYSTEM_PATH}
+        made = self.sandbox.exec(["sh", "-c", 'command -v python3 >/dev/null 2>&1 || { echo none; exit 0; }; '
+                                              'mkdir -m 0711 -- "$1" && echo made', "sh", self.folder],
+                                 timeout=30, user="0", env=env).text().strip()
+        if made == "none":
+            self.note = "the image has no python3 in its system folders to run the witness's server"
+            return False
+        if made != "made":
+            raise GraderInfraError("grader_setup", f"the witness's folder could not be made ({made[-200:]!r})")
+
+        def serve() -> None:
+            try:
+                self.result = self.sandbox.exec(["python3", "-I", "-S", "-B", WITNESS_SERVER, self.folder],
+                                                timeout=timeout, user="0", env=env, cwd="/")
+            except BaseException as exc:  # noqa: BLE001  (told by the record's end, read on the host)
+                self.result = exc
+
+        self.thread = threading.Thread(target=serve, name="witness-server", daemon=True)
+        self.thread.start()
+        ready = self.sandbox.exec(["sh", "-c", 'i=0; while [ ! -f "$1/pid" ]; do i=$((i + 1)); [ "$i" -le 300 ] '
+                                               '|| exit 1; sleep 0.05; done; echo ready', "sh", self.folder],
+                                  timeout=60, user="0", env=env).text().strip()
+        if ready != "ready" or not self.thread.is_alive():
+            self.stop()
+            raise GraderInfraError("grader_setup", f"the witness's server did not start ({self.outcome()[-200:]!r})")
+        return True
+
+    def signal(self) -> None:
+        """Tell the server to stop (it drains what was sent, prints its last line and exits), once."""
+        if self.thread is None or self.stopped:
+            return
+        self.stopped = True
+        try:
+            self.sandbox.exec(["sh", "-c", 'kill -TERM "$(cat "$1/pid")"', "sh", self.folder], timeout=30,
+                              user="0", env={"PATH": SYSTEM_PATH})
+        except SandboxError:
+            pass
+
+    def stop(self) -> str:
+        """Stop the server (``signal``) and return its record, once its output has ended."""
+        if self.thread is None:
+            return ""
+        self.signal()
+        self.thread.join(WITNESS_STOP_S)
+        return self.outcome()
+
+    def outcome(self) -> str:
+        res = self.result
+        if res is None or isinstance(res, BaseException):
+            return "" if res is None else f"{type(res).__name__}: {res}"
+        return res.stdout.decode("utf-8", errors="replace")
+
+
 def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task, limits: GraderLimits, name: str,
                labels: dict[str, str] | None = None, usage: list[Usage] | None = None,
                original: Tree | None = None, prepared: Sandbox | None = None) -> TestRun:
@@ -215,24 +415,28 @@ def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task,
     except BaseException:
         sandbox.remove()  # a prepared one is this call's to remove
         raise
-    header = json.dumps({"event": "header", "nonce": secrets.token_hex(16)})
+    witness = Witness(sandbox)
     try:
         try:
             sandbox.start()
             sandbox.copy_in(tree.to_tar(), workdir)
-            # one exec: what the reward folder holds before the script (nothing), and the witness's record opened
-            found = sandbox.exec(["sh", "-c", 'n=$(ls -A -- "$1" | wc -l) && printf "%s\\n" "$2" > "$3" && echo "$n"',
-                                  "sh", g.reward_dir, header, WITNESS], timeout=30,
+            # what the reward folder holds before the script (nothing)
+            found = sandbox.exec(["sh", "-c", 'ls -A -- "$1" | wc -l', "sh", g.reward_dir], timeout=30,
                                  env={"PATH": SYSTEM_PATH}).text().strip()
             if not found.isdigit():
-                raise GraderInfraError("grader_setup", f"the reward folder {g.reward_dir} could not be checked, or the "
-                                                       f"witness's record opened ({found[-200:]!r})")
+                raise GraderInfraError("grader_setup", f"the reward folder {g.reward_dir} could not be checked "
+                                                       f"({found[-200:]!r})")
             changed = changed_paths(tree, original)
-            replaced = replaced_runners(tree, workdir, changed, *_probe(sandbox, workdir)) if changed else []
+            replaced = replaced_runners(tree, workdir, changed, *_probe(sandbox, workdir, g.env),
+                                        original=without_artifacts(original) if original else None) if changed else []
+            # the server outlives the script by the time its end takes (leftovers killed, reward read)
+            witnessed = witness.start(timeout + 120)
         except (SandboxError, OSError) as exc:
             raise GraderInfraError("grader_start", str(exc)) from exc
         lap("grader_start")
-        run = _run(sandbox, task, timeout, header)
+        run = _run(sandbox, task, timeout, witness if witnessed else None)
+        if not witnessed:
+            run.witness = {"loaded": False, "note": witness.note}
         run.ignored = ignored
         lap("grading")
         if found != "0":
@@ -240,21 +444,27 @@ def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task,
         run.integrity[:0] = replaced
         return run
     finally:
-        remove_and_meter(sandbox, usage, "grader_cleanup")
+        try:
+            witness.stop()
+        finally:
+            remove_and_meter(sandbox, usage, "grader_cleanup")
 
 
-def _run(sandbox: Sandbox, task: Task, timeout: float, header: str) -> TestRun:
+def _run(sandbox: Sandbox, task: Task, timeout: float, witness: Witness | None) -> TestRun:
     g = task.grader
     run = TestRun()
     script = f"{g.tests_mount.rstrip('/')}/{g.script}"
+    env = {**g.env, "TRIALBOX_WITNESS": witness.socket} if witness else dict(g.env)
     try:
-        res = sandbox.exec(["sh", "-c", RUN_SCRIPT, "sh", f"{TOOLS_MOUNT}/witness", script], timeout=timeout,
-                           env={**g.env, "TRIALBOX_WITNESS": WITNESS})
+        res = sandbox.exec(["sh", "-c", RUN_SCRIPT, "sh", f"{TOOLS_MOUNT}/witness", script], timeout=timeout, env=env)
         run.exit_code, run.timed_out, run.oom = res.exit_code, res.timed_out, res.oom_killed
         run.log_tail = (res.stdout.decode(errors="replace") + res.stderr.decode(errors="replace"))[-6000:]
         if run.timed_out:  # a run that did not finish proves nothing
             return run
+        if witness:  # told first: the sandbox user's kill cannot end a root process, and waits for it to exit
+            witness.signal()
         killed = sandbox.kill_leftovers()  # nothing the script left can write any more
+        record = witness.stop() if witness else None
         _read_reward(sandbox, run, task)
         accepted = run.reward is not None and run.reward.get(g.acceptance.metric, -math.inf) >= g.acceptance.at_least
         if accepted and not killed and sandbox.own_pid_namespace:
@@ -263,9 +473,10 @@ def _run(sandbox: Sandbox, task: Task, timeout: float, header: str) -> TestRun:
         if accepted and (run.exit_code is None or run.exit_code >= 128):
             run.integrity.append(f"the test script was killed (exit {run.exit_code}) after a passing reward was "
                                  "written: the reward did not come from the script's own verdict")
-        run.witness = _witness(sandbox, header)
-        if accepted:
-            run.integrity += witness_problems(run.witness)
+        if record is not None:
+            run.witness = witness_summary(record)
+            if accepted:
+                run.integrity += witness_problems(run.witness)
     except SandboxBroken as exc:  # the agent's code broke the grader's container: no result, the baseline decides
         run.oom = run.oom or exc.reason == "oom"
         run.reward, run.results_found = None, False
@@ -273,41 +484,114 @@ def _run(sandbox: Sandbox, task: Task, timeout: float, header: str) -> TestRun:
     return run
 
 
-def witness_summary(text: str, header: str | None = None) -> dict:
-    """The witness's records, summarised: sessions started, finished (exit status, outcome counts), unfinished,
-    and whether the record still starts with trialbox's ``header``."""
-    lines = text.splitlines()
-    started: list[int] = []
-    finished: dict[int, dict] = {}
+def _session_of_script(chain: list, session_pids: set[int]) -> bool:
+    """Whether a connection's process was started by the test script itself: its parents, read while it waited,
+    lead to the script's exec (a process whose parent is outside the container's pid namespace, not its init) and
+    pass through no other pytest process (a session the code under test started inside one) nor init (a process
+    left detached, adopted by it)."""
+    if not chain or any(not isinstance(p, int) or isinstance(p, bool) for p in chain):
+        return False
+    return 1 not in chain and not any(p in session_pids for p in chain[1:])
+
+
+def witness_summary(text: str) -> dict:
+    """The witness server's record, summarised: the pytest sessions the test script started (each connection of
+    a process the script started, its sessions at depth 0: finished with an exit status and outcome counts, or
+    not), the sessions it did not start (nested in another one, or in a detached process: not the script's
+    verdict), messages on a session's connection that another process sent, and whether the record is whole (the
+    server stopped by trialbox, its bound not reached)."""
+    conns: dict[int, dict] = {}
+    intact = overflow = False
     malformed = 0
-    for line in lines[1:] if header is not None else lines:
+    for line in text.splitlines():
         try:
             rec = json.loads(line)
-            pid, event = int(rec["pid"]), rec["event"]
+            event = rec["event"]
         except (ValueError, KeyError, TypeError, RecursionError):
             malformed += 1
             continue
-        if event == "start":
-            started.append(pid)
-        elif event == "finish":
-            finished[pid] = {"exitstatus": rec.get("exitstatus"), "counts": rec.get("counts")}
-    out: dict = {"loaded": bool(started), "sessions": len(started),
-                 "finished": [finished[p] for p in started if p in finished],
-                 "unfinished": [p for p in started if p not in finished]}
-    if header is not None:
-        out["intact"] = bool(lines) and lines[0] == header
+        if intact:  # nothing counts after the last line
+            malformed += 1
+            continue
+        if event == "stopped":
+            intact = True
+        elif event in ("overflow", "refused"):  # its bound on what is kept, or on connections open at once
+            overflow = True
+        elif event == "open" and isinstance(rec.get("conn"), int) and isinstance(rec.get("pid"), int):
+            conns[rec["conn"]] = {"pid": rec["pid"], "chain": rec.get("chain"), "open": None, "sessions": [],
+                                  "foreign": [], "bad": 0, "closed": False}
+        elif event == "close" and rec.get("conn") in conns:
+            conns[rec["conn"]]["closed"] = True
+        elif event == "msg" and rec.get("conn") in conns:
+            c = conns[rec["conn"]]
+            if rec.get("pid") != c["pid"]:
+                c["foreign"].append(rec.get("pid"))
+                continue
+            try:
+                msg = json.loads(rec["text"])
+                kind, depth = msg["event"], msg.get("depth", 0)
+            except (ValueError, KeyError, TypeError, RecursionError):
+                c["bad"] += 1
+                continue
+            if depth != 0:
+                continue
+            if kind == "start":
+                if c["open"] is not None:
+                    c["sessions"].append(c["open"])  # a second start before the first finished
+                c["open"] = {"pid": c["pid"], "finished": False}
+            elif kind == "finish" and c["open"] is not None:
+                c["open"].update(finished=True, exitstatus=msg.get("exitstatus"), counts=msg.get("counts"))
+                c["sessions"].append(c["open"])
+                c["open"] = None
+            else:
+                c["bad"] += 1
+        else:
+            malformed += 1
+    pids = {c["pid"] for c in conns.values() if c["sessions"] or c["open"]}
+    own, other, foreign, bad = [], 0, [], 0
+    for c in conns.values():
+        sessions = c["sessions"] + ([c["open"]] if c["open"] else [])
+        if not _session_of_script(c["chain"], pids):
+            other += len(sessions)
+            continue
+        own += sessions
+        foreign += [{"session_pid": c["pid"], "sender": p} for p in c["foreign"]]
+        bad += c["bad"]
+    out: dict = {"loaded": bool(own), "sessions": len(own),
+                 "finished": [{"exitstatus": s.get("exitstatus"), "counts": s.get("counts")} for s in own
+                              if s["finished"]],
+                 "unfinished": [s["pid"] for s in own if not s["finished"]],
+                 "intact": intact and not overflow}
+    if other:
+        out["not_the_scripts"] = other
+    if foreign:
+        out["foreign_messages"] = foreign[:10]
+    if bad:
+        out["malformed_messages"] = bad
     if malformed:
         out["malformed_lines"] = malformed
+    if overflow:
+        out["note"] = "the record reached its bound"
+    elif not intact:
+        out["note"] = "the witness's server ended before trialbox stopped it" if text else "no record"
     return out
 
 
 def witness_problems(w: dict) -> list[str]:
     """With a passing reward: what the witness's record contradicts (see the module docstring)."""
     if not w.get("intact", True):
-        return ["the pytest witness's record was removed or rewritten during the test run"]
+        return [f"the pytest witness's record is not whole ({w.get('note', 'broken')}): the sessions of the test "
+                "run cannot be told"]
     if not w.get("loaded"):
         return []
     out = []
+    if w.get("foreign_messages"):
+        f = w["foreign_messages"][0]
+        out.append(f"another process (pid {f['sender']}) sent messages on the witness's channel of the pytest session "
+                   f"of process {f['session_pid']}: the session's record was forged")
+    if w.get("malformed_messages"):
+        out.append(f"{w['malformed_messages']} message(s) on a pytest session's witness channel are not the "
+                   "witness's: the session's record was tampered with")
     if w["unfinished"]:
         out.append(f"{len(w['unfinished'])} pytest session(s) started and never finished (process "
                    f"{w['unfinished'][0]}) although the reward says accepted: the runner was ended from inside the "
@@ -318,16 +602,6 @@ def witness_problems(w: dict) -> list[str]:
         out.append(f"no pytest session of the test script passed (exit statuses "
                    f"{[f.get('exitstatus') for f in w['finished']]}) although the reward says accepted")
     return out
-
-
-def _witness(sandbox: Sandbox, header: str) -> dict:
-    try:
-        kind, data = read_regular(sandbox, WITNESS, MAX_WITNESS_BYTES)
-    except ValueError:
-        return {"loaded": True, "intact": False, "note": f"larger than {MAX_WITNESS_BYTES} bytes"}
-    if kind != "file":
-        return {"loaded": False, "intact": False, "note": f"the record is {kind}"}
-    return witness_summary(data.decode("utf-8", errors="replace"), header)
 
 
 def _read_reward(sandbox: Sandbox, run: TestRun, task: Task) -> None:

@@ -3,6 +3,7 @@ grader's reward and witness parsing, task requirements against the manifest."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -118,12 +119,76 @@ def test_rewards_are_read_as_harbor_writes_them():
     assert not math.isnan(parse_reward("reward.json", b'{"a": 1e308}')["a"])
 
 
+def _record(*lines: dict, stopped: bool = True) -> str:
+    """A witness server's record: ``lines``, then its last line when it was stopped by trialbox."""
+    return "".join(json.dumps(x) + "\n" for x in [*lines, *([{"event": "stopped"}] if stopped else [])])
+
+
+def _open(conn: int, pid: int, chain: list | None = None) -> dict:
+    return {"event": "open", "conn": conn, "pid": pid, "uid": 1000, "chain": chain or [pid, 20]}
+
+
+def _msg(conn: int, pid: int | None, **body) -> dict:
+    return {"event": "msg", "conn": conn, "pid": pid, "text": json.dumps(body)}
+
+
+FINISH_OK = {"event": "finish", "depth": 0, "exitstatus": 0, "counts": {"passed": 3}}
+
+
 def test_the_witness_tells_sessions_that_never_finished():
-    text = '{"event": "start", "pid": 7}\n{"event": "start", "pid": 9}\n' \
-           '{"event": "finish", "pid": 9, "exitstatus": 0, "counts": {"passed": 3}}\nnot json\n'
-    assert witness_summary(text) == {"loaded": True, "sessions": 2, "finished": [{"exitstatus": 0,
-                                     "counts": {"passed": 3}}], "unfinished": [7], "malformed_lines": 1}
-    assert witness_summary("")["unfinished"] == []
+    text = _record(_open(1, 7), _msg(1, 7, event="start", depth=0), {"event": "close", "conn": 1},
+                   _open(2, 9), _msg(2, 9, event="start", depth=0), _msg(2, 9, **FINISH_OK),
+                   {"event": "close", "conn": 2}) + "not json\n"
+    assert witness_summary(text) == {"loaded": True, "sessions": 2, "intact": True, "malformed_lines": 1,
+                                     "finished": [{"exitstatus": 0, "counts": {"passed": 3}}], "unfinished": [7]}
+    assert witness_summary(_record())["unfinished"] == [] and not witness_summary(_record())["loaded"]
+
+
+def test_the_witness_counts_only_the_sessions_the_script_started_and_their_own_messages():
+    from orchestrator.grading.script import witness_problems
+
+    real = [_open(1, 40, [40, 32]), _msg(1, 40, event="start", depth=0)]
+    failed = _msg(1, 40, event="finish", depth=0, exitstatus=1, counts={"passed": 1, "failed": 2})
+    # a detached process (adopted by init) and a pytest run nested under the session claim clean sessions
+    detached = [_open(2, 77, [77, 1]), _msg(2, 77, event="start", depth=0), _msg(2, 77, **FINISH_OK)]
+    nested = [_open(3, 50, [50, 40, 32]), _msg(3, 50, event="start", depth=0), _msg(3, 50, **FINISH_OK)]
+    w = witness_summary(_record(*real, *detached, *nested, failed))
+    assert w["not_the_scripts"] == 2 and w["sessions"] == 1 and w["finished"][0]["exitstatus"] == 1
+    assert "no pytest session of the test script passed" in witness_problems(w)[0]
+    # a forked child speaking on the session's channel: the kernel names it
+    w = witness_summary(_record(*real, _msg(1, 41, **FINISH_OK)))
+    assert w["foreign_messages"] == [{"session_pid": 40, "sender": 41}] and w["unfinished"] == [40]
+    assert any("another process (pid 41)" in p for p in witness_problems(w))
+    # the same process replaced by exec: a new connection, the first one's session never finished
+    w = witness_summary(_record(*real, {"event": "close", "conn": 1}, _open(2, 40, [40, 32]),
+                                _msg(2, 40, event="start", depth=0), _msg(2, 40, **FINISH_OK)))
+    assert w["unfinished"] == [40] and any("never finished" in p for p in witness_problems(w))
+    # pytester's inline sessions nest inside the session: their outcomes are not the outer one's
+    w = witness_summary(_record(*real, _msg(1, 40, event="start", depth=1),
+                                _msg(1, 40, event="finish", depth=1, exitstatus=1, counts={"failed": 1}),
+                                _msg(1, 40, **FINISH_OK)))
+    assert w["finished"] == [{"exitstatus": 0, "counts": {"passed": 3}}] and witness_problems(w) == []
+    # a finish with no start, text that is not the witness's, a parent that could not be read
+    w = witness_summary(_record(_open(1, 40, [40, 32]), _msg(1, 40, **FINISH_OK),
+                                {"event": "msg", "conn": 1, "pid": 40, "text": "x"}))
+    assert w["malformed_messages"] == 2 and not w["loaded"]
+    assert not witness_summary(_record(_open(1, 40, [40, None]), _msg(1, 40, event="start", depth=0)))["loaded"]
+
+
+def test_a_witness_record_that_is_not_whole_contradicts_a_passing_reward():
+    from orchestrator.grading.script import witness_problems
+
+    ok = [_open(1, 5), _msg(1, 5, event="start", depth=0), _msg(1, 5, **FINISH_OK)]
+    assert witness_problems(witness_summary(_record(*ok))) == []
+    assert witness_problems(witness_summary(_record())) == []  # pytest never ran: nothing to say
+    for text, words in ((_record(*ok, stopped=False), "ended before trialbox stopped it"), ("", "no record"),
+                        (_record(*ok, {"event": "overflow"}), "reached its bound"),
+                        (_record({"event": "refused"}, *ok), "reached its bound")):
+        problems = witness_problems(witness_summary(text))
+        assert problems and "not whole" in problems[0] and words in problems[0], text
+    # nothing after the last line counts
+    late = _record(_open(1, 5), _msg(1, 5, event="start", depth=0)) + json.dumps(_msg(1, 5, **FINISH_OK)) + "\n"
+    assert witness_summary(late)["unfinished"] == [5]
 
 
 def test_changed_paths_are_what_the_agent_added_or_changed():
@@ -239,35 +304,63 @@ def test_a_reward_too_big_for_a_float_is_malformed_not_a_crash():
         parse_reward("reward.txt", b"\xff\xfe")
 
 
-def test_the_witness_contradicts_a_passing_reward_only_with_evidence():
-    from orchestrator.grading.script import witness_problems
-
-    header = '{"event": "header", "nonce": "n"}'
-    ok = header + '\n{"event": "start", "pid": 5}\n{"event": "finish", "pid": 5, "exitstatus": 0, ' \
-                  '"counts": {"passed": 2}}\n'
-    assert witness_problems(witness_summary(ok, header)) == []
-    assert witness_problems(witness_summary(header + "\n", header)) == []  # pytest never ran: nothing to say
-    removed = witness_problems(witness_summary("", header))
-    assert removed and "removed or rewritten" in removed[0]
-    failed = header + '\n{"event": "start", "pid": 5}\n{"event": "finish", "pid": 5, "exitstatus": 1, ' \
-                      '"counts": {"passed": 1, "failed": 1}}\n'
-    assert "no pytest session of the test script passed" in witness_problems(witness_summary(failed, header))[0]
-    unfinished = header + '\n{"event": "start", "pid": 5}\n'
-    assert "never finished" in witness_problems(witness_summary(unfinished, header))[0]
-
-
 def test_only_importable_modules_and_executables_on_path_count_as_replacing_the_scripts_tools():
     from orchestrator.grading.script import replaced_runners, without_artifacts
 
     tree = Tree(files={"pytest.py": b"", "json/example.json": b"{}", "types/NOTES.md": b"", "unittest/__init__.py": b"",
                        "_pytest.cpython-311-x86_64-linux-gnu.so": b"", "bin/pytest": b"", "bin/notes.txt": b""},
                 executable={"bin/pytest"})
-    found = replaced_runners(tree, "/app", sorted(tree.files), "/usr/bin:/app/bin",
-                             {"pytest", "_pytest", "unittest", "json", "types"})
+    probed = {"names": ["pytest", "_pytest", "unittest", "json", "types"]}
+    found = replaced_runners(tree, "/app", sorted(tree.files), "/usr/bin:/app/bin", probed)
     assert [f.split(":")[0] for f in found] == ["bin/pytest", "_pytest", "pytest", "unittest"]
-    assert replaced_runners(tree, "/app", sorted(tree.files), "/usr/bin", set()) == []
+    assert replaced_runners(tree, "/app", sorted(tree.files), "/usr/bin", {"names": ["x"]}) == []
     stripped = without_artifacts(Tree(files={"a.py": b"", "pytest.pyc": b"", "stats/__pycache__/x.pyc": b""}))
     assert sorted(stripped.files) == ["a.py"]
+
+
+@pytest.mark.parametrize("path", ["H-1.0.Dist-Info/entry_points.txt", "h.egg-info/entry_points.txt",
+                                  "h.EGG-INFO/entry_points.txt", "src/h-1.0.DIST-INFO/ENTRY_POINTS.TXT",
+                                  "h-1.0.egg/EGG-INFO/entry_points.txt"])
+def test_a_pytest_entry_point_is_found_as_importlib_metadata_reads_it(path):
+    from orchestrator.grading.script import replaced_runners
+
+    tree = Tree(files={path: b"[pytest11]\nh = stats.h\n"})
+    assert [f.split(":")[0] for f in replaced_runners(tree, "/app", [path], "", {"names": []})] == [path]
+    honest = Tree(files={path: b"[console_scripts]\nh = h:main\n"})  # what an honest `pip install -e .` writes
+    assert replaced_runners(honest, "/app", [path], "", {"names": []}) == []
+    # an original entry point turned into another: what it pointed to was a pytest plugin
+    assert replaced_runners(honest, "/app", [path], "", {"names": []}, original=tree)
+
+
+def test_shadowing_is_judged_against_every_module_the_runner_can_import_where_it_can_be_imported():
+    from orchestrator.grading.script import FALLBACK_NAMES, import_folders, replaced_runners
+
+    names = {"names": ["json", "xml", "pdb", "tempfile", "code", "inspect", "difflib", "stats", "pluggy"]}
+    original = Tree(files={"stats/__init__.py": b"", "tests/conftest.py": b"", "tests/test_a.py": b"",
+                           "pkg/__init__.py": b"", "pkg/tests/__init__.py": b"", "pkg/tests/test_b.py": b""})
+    shadows = {"xml/__init__.py": b"", "pdb.py": b"", "code.cpython-311-x86_64-linux-gnu.so": b"",
+               "tests/tempfile.py": b"", "inspect/sub/x.py": b"", "pluggy/__init__.py": b""}
+    honest = {"stats/__init__.py": b"1", "stats/json.py": b"", "pkg/difflib.py": b"", "pkg/tests/json.py": b"",
+              "xml/README.txt": b"", "docs/code.py": b""}
+    tree = Tree(files={**original.files, **shadows, **honest})
+    changed = sorted([*shadows, *honest])
+    found = [f.split(":")[0] for f in replaced_runners(tree, "/app", changed, "", names, original=original)]
+    # stats is the task's own (the original has it there); docs/ is on no path; pkg/ is a package
+    assert sorted(found) == ["code", "inspect", "pdb", "pluggy", "tests/tempfile", "xml"], found
+    assert import_folders(tree, {})[0] == ["", "tests"]  # where pytest puts test files' folders first
+    # folders the environment's path (or the script's PYTHONPATH) has in the workspace; a site folder there: every
+    # change in it is the runner's own code changed
+    site = ".venv/lib/python3.11/site-packages"
+    venv = Tree(files={f"{site}/_pytest/main.py": b"x", "src/json.py": b""})
+    found = replaced_runners(venv, "/app", [f"{site}/_pytest/main.py", "src/json.py"], "",
+                             {"names": ["json"], "workspace": [site], "pythonpath": ["src"]})
+    assert [f.split(":")[0] for f in found] == [f"{site}/_pytest/main.py", "src/json"], found
+    # the environment's Python could not be asked: its standard library and pytest's, judged from this one's
+    assert {"json", "xml", "pytest", "_pytest", "pluggy"} <= FALLBACK_NAMES
+    assert replaced_runners(Tree(files={"xml/__init__.py": b""}), "/app", ["xml/__init__.py"], "", {})
+    # the witness's own module, which the workspace would shadow (it comes first on the path)
+    assert replaced_runners(Tree(files={"trialbox_witness.py": b""}), "/app", ["trialbox_witness.py"], "",
+                            {"names": ["json"]})
 
 
 def test_paths_too_long_for_the_grader_and_bytecode_stay_out_of_the_script_graders_workspace():
