@@ -297,29 +297,26 @@ for _p in _g.glob("/workspace/**/.trialbox-pytest-*", recursive=True):
 """
 
 # The held-out tests of the group that runs later, rewritten into empty passing tests from the code imported by the
-# group before it, every way a file can be changed: written through, replaced by rename, its folder moved aside.
-TEST_REWRITER = r"""
-import os as _o, shutil as _sh
-_fake = "def test_accents():\n    pass\n\n\ndef test_mixed():\n    pass\n"
-_t = "/workspace/tests/test_slug_unicode.py"
-for _how in ("write", "unlink", "rename", "folder", "chmod", "link"):
-    try:
-        if _how == "write":
-            open(_t, "w").write(_fake)
-        elif _how == "unlink":
-            _o.unlink(_t); open(_t, "w").write(_fake)
-        elif _how == "rename":
-            open("/workspace/x.py", "w").write(_fake); _o.replace("/workspace/x.py", _t)
-        elif _how == "folder":
-            _o.rename("/workspace/tests", "/workspace/tests-old"); _o.makedirs("/workspace/tests")
-            _sh.copy("/workspace/tests-old/test_slug.py", "/workspace/tests/"); open(_t, "w").write(_fake)
-        elif _how == "chmod":
-            _o.chmod(_t, 0o666); open(_t, "w").write(_fake)
-        else:
-            open("/workspace/y.py", "w").write(_fake); _o.link("/workspace/y.py", _t)
-    except OSError:
-        pass
-"""
+# group before it, each way a file can be changed: written through, replaced, renamed over, its folder moved aside,
+# its mode changed, hard-linked over.
+_FAKE = "def test_accents():\n    pass\n\n\ndef test_mixed():\n    pass\n"
+_T = "/workspace/tests/test_slug_unicode.py"
+TEST_REWRITES = {
+    "write": f"open({_T!r}, 'w').write({_FAKE!r})",
+    "unlink": f"_o.unlink({_T!r}); open({_T!r}, 'w').write({_FAKE!r})",
+    "rename": f"open('/workspace/x.py', 'w').write({_FAKE!r}); _o.replace('/workspace/x.py', {_T!r})",
+    "folder": "_o.rename('/workspace/tests', '/workspace/tests-old'); _o.makedirs('/workspace/tests'); "
+              f"_sh.copy('/workspace/tests-old/test_slug.py', '/workspace/tests/'); open({_T!r}, 'w').write({_FAKE!r})",
+    "chmod": f"_o.chmod({_T!r}, 0o666); open({_T!r}, 'w').write({_FAKE!r})",
+    "link": f"open('/workspace/y.py', 'w').write({_FAKE!r}); _o.unlink({_T!r}); _o.link('/workspace/y.py', {_T!r})",
+}
+
+
+def _rewriter(how: str) -> str:
+    return (f"import os as _o, shutil as _sh\nif not _o.path.exists('/workspace/.done-{how}'):\n    try:\n"
+            f"        open('/workspace/.done-{how}', 'w').close()\n        {TEST_REWRITES[how]}\n"
+            "    except OSError:\n        pass\n")
+
 
 # A process left running by the code under test: it waits for the group to end, then rewrites the held-out tests
 # and plants a conftest.py for the next group (it is killed before the next group starts).
@@ -355,7 +352,8 @@ def test_forging_in_one_group_is_seen(setup, client, tmp_path, forger):
     assert "must fail" in problems, problems
 
 
-@pytest.mark.parametrize("attack", [CONFIG_FORGER, TEST_REWRITER, LEFTOVER], ids=["config", "tests", "leftover"])
+@pytest.mark.parametrize("attack", [CONFIG_FORGER, *map(_rewriter, TEST_REWRITES), LEFTOVER],
+                         ids=["config", *(f"tests-{how}" for how in TEST_REWRITES), "leftover"])
 def test_trusted_files_cannot_be_changed_by_the_code_under_test(setup, client, tmp_path, attack):
     """The held-out tests and the configuration copy are root's, read-only, in root's sticky folders: every way of
     changing them fails, so the untouched task is rejected on its tests; the checks between groups find them intact."""
@@ -367,7 +365,7 @@ def test_trusted_files_cannot_be_changed_by_the_code_under_test(setup, client, t
     assert not any("trusted file" in p for p in problems), problems
 
 
-@pytest.mark.parametrize("attack", [TEST_REWRITER, LEFTOVER], ids=["tests", "leftover"])
+@pytest.mark.parametrize("attack", [_rewriter("folder"), LEFTOVER], ids=["tests", "leftover"])
 def test_an_honest_fix_beside_the_attack_code_is_still_graded_on_its_tests(setup, client, tmp_path, attack):
     """The same code beside a real fix: the tests still run as held out (accepted only on what they show)."""
     steps = [{"bash": {"command": f"cat >> textkit/slug.py <<'EOF'\n{attack}EOF"}}]
