@@ -27,11 +27,14 @@ Cross-checks (each failure an integrity problem of the trial, a rejection):
     case, its ``entry_points.txt`` in any case too;
   - any change in a site folder of the runner's Python path inside the workspace (an environment installed
     there: its pytest, its plugins);
-  - an importable top-level module (``name.py``, ``name*.so``, a Python file under ``name/``, a link named
-    ``name``) named like a module the environment's Python can import from outside the workspace: every name of
-    its standard library (``sys.stdlib_module_names``) and built-in modules and every top-level name in the
-    folders and archives of its path (site-packages: pytest, pluggy, every plugin), not only what ``import
-    pytest`` loads, since pytest imports some of them later (``xml``, ``pdb``, ``code``…); judged in every folder
+  - an importable top-level module (``name.py``, ``name*.so``, a package ``name/`` with an ``__init__``, a link
+    named ``name``; a folder ``name/`` without one only when ``name`` is a namespace package elsewhere, since a
+    namespace portion never wins over a module found later on the path) named like a module the environment's
+    Python can import from outside the workspace: every name of its standard library
+    (``sys.stdlib_module_names``) and built-in modules and every top-level name in the folders and archives of
+    its path (site-packages: pytest, pluggy, every plugin), with this Python's standard library, pytest's own
+    names and the witness's always added; not only what ``import pytest`` loads, since pytest imports some of
+    them later (``xml``, ``pdb``, ``code``…); judged in every folder
     of the workspace a module can be imported from when the tests run (its root, the folders of the path and of
     the script's ``PYTHONPATH`` inside it, the first non-package folder above each test and ``conftest.py``
     file), except names the original workspace itself has there (the task's own package);
@@ -51,6 +54,8 @@ Cross-checks (each failure an integrity problem of the trial, a rejection):
   with every test passing, and no message on a session's connection may come from another process (a forked
   child) or be other than the witness's. A script that runs pytest another way loads no witness, and then nothing
   of this is checked; an image without ``python3`` in its system folders runs no server (noted in the evidence).
+  The socket's path is in the script's environment (``TRIALBOX_WITNESS``) and is no secret: connecting to it
+  lets a process speak only as itself.
 
 What cannot be checked, and the pytest grader can: the script's test runner runs the code under test in its own
 process, as the same user, so that code can write the reward itself, and it can speak for its own process to the
@@ -100,9 +105,10 @@ RUN_SCRIPT = 'PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$1" exec bash "$2"'
 READ_REGULAR = ('[ -L "$1" ] && { echo link; exit 0; }; [ -e "$1" ] || { echo absent; exit 0; }; '
                 '[ -f "$1" ] || { echo other; exit 0; }; n=$(wc -c < "$1") || exit 3; echo "file $n"; '
                 'exec cat -- "$1"')
-MODULE_PATH = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\.py|(?:\.[^/]*)?\.so|/.*\.(?:py|so))$")
+MODULE_PATH = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\.py|(?:\.[^/]*)?\.so|(/.*\.(?:py|so)))$")
 """A path (relative to a folder on the Python path) that makes its first component an importable top-level name:
-``name.py``, ``name*.so``, or a Python file anywhere under ``name/`` (a package, or a namespace portion)."""
+``name.py``, ``name*.so``, or a Python file anywhere under ``name/`` (a package, or a namespace portion: group 2)."""
+INIT = re.compile(r"^__init__(?:\.py|(?:\.[^/]*)?\.so)$")
 ENTRY_POINTS = re.compile(r"(?:^|/)(?:[^/]*\.(?:dist-info|egg-info)|[^/]*\.egg/egg-info)/entry_points\.txt$",
                           re.IGNORECASE)
 """Distribution metadata whose entry points ``importlib.metadata`` reads (it matches the folder's suffix in any
@@ -110,8 +116,9 @@ case; the file name too, here, in case the filesystem does not tell case)."""
 SITE_FOLDER = re.compile(r"(?:^|/)(?:site-packages|dist-packages|lib/python[0-9][^/]*(?:/lib-dynload)?)$")
 TEST_FILE = re.compile(r"(?:^|/)(?:conftest\.py|test_[^/]*\.py|[^/]*_test\.py)$")
 FALLBACK_NAMES = frozenset(sys.stdlib_module_names) | frozenset(sys.builtin_module_names) | {
-    "pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py", "exceptiongroup", "tomli"}
-"""The names judged when the environment's Python could not be asked (this Python's standard library, pytest's)."""
+    "pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py", "exceptiongroup", "tomli", "pygments", "colorama"}
+"""Names judged whatever the environment's Python says (it may not be the Python the script runs pytest with, or
+could not be asked): this Python's standard library and built-in modules, pytest's own and its dependencies'."""
 WITNESS_NAMES = frozenset({"trialbox_witness", "trialbox_witness_server"})
 """The witness's own modules (on the script's Python path after the workspace: a module of the agent's with that
 name would be loaded in the witness's place)."""
@@ -121,6 +128,7 @@ root = sys.argv[1].rstrip("/")
 def inside(p):
     return p == root or p.startswith(root + "/")
 names = set(sys.builtin_module_names) | set(getattr(sys, "stdlib_module_names", ()))
+namespaces = set()
 found, workspace, pythonpath = [], [], []
 extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 for entry in list(sys.path) + extra:
@@ -144,8 +152,11 @@ for entry in list(sys.path) + extra:
         head = n.split(".")[0]
         if head.isidentifier() and (n.endswith((".py", ".pyc", ".so")) or "." not in n):
             names.add(head)
-print(json.dumps({"names": sorted(names), "workspace": sorted(set(workspace)), "pythonpath": sorted(set(pythonpath)),
-                  "stdlib_listed": hasattr(sys, "stdlib_module_names")}))
+            d = os.path.join(p, n)
+            if "." not in n and os.path.isdir(d) and not any(c.startswith("__init__.") for c in os.listdir(d)):
+                namespaces.add(n)
+print(json.dumps({"names": sorted(names), "namespaces": sorted(namespaces), "workspace": sorted(set(workspace)),
+                  "pythonpath": sorted(set(pythonpath)), "stdlib_listed": hasattr(sys, "stdlib_module_names")}))
 """
 """Run in the grader before any of the agent's code (the environment's own ``python3``, isolated, from ``/``):
 every top-level name its Python can import from outside the workspace (its standard library, built-in modules and
@@ -224,8 +235,16 @@ def import_folders(tree: Tree, probed: dict) -> tuple[list[str], list[str]]:
     return sorted(out), site
 
 
-def _top_names(tree: Tree, folder: str, paths: list[str]) -> set[str]:
-    """The top-level names these paths (of ``tree``) make importable from ``folder``."""
+def _is_package(tree: Tree, folder: str) -> bool:
+    """Whether ``folder`` of ``tree`` is a regular package (an ``__init__`` module in it)."""
+    return any(INIT.match(p[len(folder) + 1:]) for p in [*tree.files, *tree.symlinks] if p.startswith(f"{folder}/"))
+
+
+def _top_names(tree: Tree, folder: str, paths: list[str], namespaces: set[str] | None = None) -> set[str]:
+    """The top-level names these paths (of ``tree``) make importable from ``folder``. With ``namespaces`` (the
+    names that are namespace packages elsewhere), a file under a folder that is no package in ``tree`` (no
+    ``__init__``) counts only for those: a namespace portion never wins over a module or package found later on
+    the path."""
     prefix = f"{folder}/" if folder else ""
     out = set()
     for p in paths:
@@ -233,7 +252,11 @@ def _top_names(tree: Tree, folder: str, paths: list[str]) -> set[str]:
             continue
         rel = p[len(prefix):]
         if m := MODULE_PATH.match(rel):
-            out.add(m.group(1))
+            name = m.group(1)
+            if m.group(2) and namespaces is not None and name not in namespaces \
+                    and not _is_package(tree, f"{prefix}{name}"):
+                continue
+            out.add(name)
         elif p in tree.symlinks and rel.isidentifier():  # a link to a package folder, named like the package
             out.add(rel)
     return out
@@ -269,9 +292,11 @@ def replaced_runners(tree: Tree, workdir: str, changed: list[str], path_env: str
         hits = [p for p in changed if p.startswith(f"{d}/") and not ENTRY_POINTS.search(p)]
         out += [f"{p}: the agent added or changed a file of {root}/{d}, a site folder of the test runner's Python "
                 f"path inside the workspace (installed code runs as the runner's own)" for p in hits[:20]]
-    names = (set(probed.get("names") or ()) or set(FALLBACK_NAMES)) | WITNESS_NAMES
+    names = set(probed.get("names") or ()) | FALLBACK_NAMES | WITNESS_NAMES
+    namespaces = set(probed.get("namespaces") or ())
     for d in folders:
-        shadow = (_top_names(tree, d, changed) & names) - _top_names(original, d, [*original.files, *original.symlinks])
+        shadow = (_top_names(tree, d, changed, namespaces) & names) - _top_names(original, d, [*original.files,
+                                                                                           *original.symlinks])
         where = f"{root}/{d}" if d else root
         out += [f"{(d + '/') if d else ''}{t}: the agent added or changed an importable module in {where} with the "
                 f"name of a module the environment's Python can import (it would be imported in its place)"

@@ -313,7 +313,8 @@ def test_only_importable_modules_and_executables_on_path_count_as_replacing_the_
     probed = {"names": ["pytest", "_pytest", "unittest", "json", "types"]}
     found = replaced_runners(tree, "/app", sorted(tree.files), "/usr/bin:/app/bin", probed)
     assert [f.split(":")[0] for f in found] == ["bin/pytest", "_pytest", "pytest", "unittest"]
-    assert replaced_runners(tree, "/app", sorted(tree.files), "/usr/bin", {"names": ["x"]}) == []
+    assert replaced_runners(Tree(files={"stats/__init__.py": b""}), "/app", ["stats/__init__.py"], "/usr/bin",
+                            {"names": ["x"]}) == []
     stripped = without_artifacts(Tree(files={"a.py": b"", "pytest.pyc": b"", "stats/__pycache__/x.pyc": b""}))
     assert sorted(stripped.files) == ["a.py"]
 
@@ -339,13 +340,15 @@ def test_shadowing_is_judged_against_every_module_the_runner_can_import_where_it
     original = Tree(files={"stats/__init__.py": b"", "tests/conftest.py": b"", "tests/test_a.py": b"",
                            "pkg/__init__.py": b"", "pkg/tests/__init__.py": b"", "pkg/tests/test_b.py": b""})
     shadows = {"xml/__init__.py": b"", "pdb.py": b"", "code.cpython-311-x86_64-linux-gnu.so": b"",
-               "tests/tempfile.py": b"", "inspect/sub/x.py": b"", "pluggy/__init__.py": b""}
+               "tests/tempfile.py": b"", "inspect/__init__.abi3.so": b"", "inspect/sub/x.py": b"",
+               "pluggy/__init__.py": b""}
     honest = {"stats/__init__.py": b"1", "stats/json.py": b"", "pkg/difflib.py": b"", "pkg/tests/json.py": b"",
-              "xml/README.txt": b"", "docs/code.py": b""}
+              "xml/README.txt": b"", "docs/code.py": b"", "difflib/helpers/x.py": b""}
     tree = Tree(files={**original.files, **shadows, **honest})
     changed = sorted([*shadows, *honest])
     found = [f.split(":")[0] for f in replaced_runners(tree, "/app", changed, "", names, original=original)]
-    # stats is the task's own (the original has it there); docs/ is on no path; pkg/ is a package
+    # stats is the task's own (the original has it there); docs/ is on no path; pkg/ is a package; difflib/ is
+    # no package (a namespace portion never wins over the standard module)
     assert sorted(found) == ["code", "inspect", "pdb", "pluggy", "tests/tempfile", "xml"], found
     assert import_folders(tree, {})[0] == ["", "tests"]  # where pytest puts test files' folders first
     # folders the environment's path (or the script's PYTHONPATH) has in the workspace; a site folder there: every
@@ -355,6 +358,12 @@ def test_shadowing_is_judged_against_every_module_the_runner_can_import_where_it
     found = replaced_runners(venv, "/app", [f"{site}/_pytest/main.py", "src/json.py"], "",
                              {"names": ["json"], "workspace": [site], "pythonpath": ["src"]})
     assert [f.split(":")[0] for f in found] == [f"{site}/_pytest/main.py", "src/json"], found
+    # a folder with no __init__ is a namespace portion: it shadows only a namespace package found elsewhere
+    ns = {"names": ["tests", "google", "xml"], "namespaces": ["google"]}
+    portions = Tree(files={"tests/test_new.py": b"", "google/protobuf/__init__.py": b"", "xml/dom/x.py": b"",
+                           "xml/__init__.py": b""})
+    found = replaced_runners(portions, "/app", sorted(portions.files), "", ns)
+    assert [f.split(":")[0] for f in found] == ["google", "xml"], found
     # the environment's Python could not be asked: its standard library and pytest's, judged from this one's
     assert {"json", "xml", "pytest", "_pytest", "pluggy"} <= FALLBACK_NAMES
     assert replaced_runners(Tree(files={"xml/__init__.py": b""}), "/app", ["xml/__init__.py"], "", {})
