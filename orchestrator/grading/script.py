@@ -131,7 +131,24 @@ names = set(sys.builtin_module_names) | set(getattr(sys, "stdlib_module_names", 
 namespaces = set()
 found, workspace, pythonpath = [], [], []
 extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-for entry in list(sys.path) + extra:
+entries = list(sys.path)
+import site  # run with -S: the site folders and what their .pth files add, read here without running any of it
+for d in site.getsitepackages():
+    entries.append(d)
+    try:
+        pths = sorted(n for n in os.listdir(d) if n.endswith(".pth") and not n.startswith("."))
+    except OSError:
+        continue
+    for n in pths:
+        try:
+            lines = open(os.path.join(d, n), encoding="utf-8", errors="replace").read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            line = line.rstrip()
+            if line and not line.startswith(("#", "import ", "import\t")):
+                entries.append(os.path.join(d, line))
+for entry in entries + extra:
     p = os.path.normpath(os.path.join(root, entry)) if entry else root
     if inside(p):
         (pythonpath if entry in extra else workspace).append(p[len(root) + 1:])
@@ -158,7 +175,8 @@ for entry in list(sys.path) + extra:
 print(json.dumps({"names": sorted(names), "namespaces": sorted(namespaces), "workspace": sorted(set(workspace)),
                   "pythonpath": sorted(set(pythonpath)), "stdlib_listed": hasattr(sys, "stdlib_module_names")}))
 """
-"""Run in the grader before any of the agent's code (the environment's own ``python3``, isolated, from ``/``):
+"""Run in the grader before any of the agent's code (the environment's own ``python3``, isolated and without
+``site``, from ``/``; ``.pth`` files are read as data, their ``import`` lines never run):
 every top-level name its Python can import from outside the workspace (its standard library, built-in modules and
 every folder and archive of its path: site-packages with pytest and its plugins, and what ``.pth`` files add), and
 the folders of that path, and of the script's ``PYTHONPATH``, inside the workspace."""
@@ -304,18 +322,42 @@ def replaced_runners(tree: Tree, workdir: str, changed: list[str], path_env: str
     return list(dict.fromkeys(out))
 
 
-def _probe(sandbox: Sandbox, workdir: str, env: dict[str, str]) -> tuple[str, dict]:
-    """The script's PATH and what ``PROBE`` says (nothing when there is no python3)."""
-    res = sandbox.exec(["sh", "-c", 'printf "%s\\n" "$PATH"; command -v python3 >/dev/null 2>&1 || exit 0; '
-                                    'cd / && exec python3 -I -c "$1" "$2"', "sh", PROBE, workdir], timeout=60, env=env)
+PROBE_RUN = ('printf "%s\\n" "$PATH"; p=$(command -v python3) || exit 0; case "$p" in "$2"/*) '
+             'printf "inside %s %s\\n" "$(readlink -f "$p" 2>/dev/null)" "$p"; exit 0 ;; esac; '
+             'cd / && exec "$p" -I -S -c "$1" "$2"')
+"""The script's PATH, then ``PROBE``'s answer from its python3 (isolated, without ``site``: no ``.pth`` file runs);
+a python3 inside the workspace is not run (it may be the agent's), its real path is printed instead."""
+
+
+def _probe(sandbox: Sandbox, workdir: str, env: dict[str, str], changed: list[str] | None = None) -> tuple[str, dict]:
+    """The script's PATH and what ``PROBE`` says (nothing when there is no python3). A python3 found in the
+    workspace (an environment installed there) is run only when it is a link out of the workspace that nothing the
+    agent changed in its folder stands in for: no code of the agent's runs before the witness's server is up (a
+    link changed elsewhere on the way out ends in a program of the image, given only data)."""
+    root = workdir.rstrip("/")
+    res = sandbox.exec(["sh", "-c", PROBE_RUN, "sh", PROBE, root], timeout=60, env=env)
     lines = res.text().splitlines()
+    path_env = lines[0] if lines else ""
+    answer = lines[1] if len(lines) > 1 else ""
+    if answer.startswith("inside "):
+        real, _, command = answer[len("inside "):].partition(" ")
+        folder = {posixpath.dirname(p) for p in (changed or [])}
+        found = [d for d in path_env.split(":") if d.startswith(root + "/")]
+        rel_dirs = {d[len(root) + 1:].rstrip("/") for d in found}
+        if not real.startswith("/") or real == root or real.startswith(root + "/") or rel_dirs & folder:
+            return path_env, {"note": "the python3 on the script's PATH is in the workspace: not asked"}
+        # by its link, so that the environment it belongs to (its pyvenv.cfg, its site folder) is the one asked
+        res = sandbox.exec(["sh", "-c", 'cd / && exec "$1" -I -S -c "$2" "$3"', "sh", command, PROBE, root],
+                           timeout=60, env=env)
+        lines = ["", *res.text().splitlines()]
+        answer = lines[1] if len(lines) > 1 else ""
     try:
-        probed = json.loads(lines[1]) if len(lines) > 1 else {}
+        probed = json.loads(answer) if answer else {}
     except ValueError:
         probed = {}
     if not isinstance(probed, dict):
         probed = {}
-    return (lines[0] if lines else ""), probed
+    return path_env, probed
 
 
 def read_regular(sandbox: Sandbox, path: str, max_bytes: int) -> tuple[str, bytes]:
@@ -452,7 +494,7 @@ def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task,
                 raise GraderInfraError("grader_setup", f"the reward folder {g.reward_dir} could not be checked "
                                                        f"({found[-200:]!r})")
             changed = changed_paths(tree, original)
-            replaced = replaced_runners(tree, workdir, changed, *_probe(sandbox, workdir, g.env),
+            replaced = replaced_runners(tree, workdir, changed, *_probe(sandbox, workdir, g.env, changed),
                                         original=without_artifacts(original) if original else None) if changed else []
             # the server outlives the script by the time its end takes (leftovers killed, reward read)
             witnessed = witness.start(timeout + 120)

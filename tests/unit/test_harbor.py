@@ -452,3 +452,50 @@ def test_a_failing_solution_script_is_named_with_its_output(tmp_path):
     assert solution_script_failure(events) == ["the solution script exited 2: sed: can't read /solution/golden.sh "
                                                "[exit code: 2]"]
     assert solution_script_failure(tmp_path / "missing.jsonl") == []
+
+
+def test_the_probe_reports_every_importable_name_and_the_workspaces_folders_on_the_path(tmp_path):
+    import subprocess
+    import sys
+
+    from orchestrator.grading.script import PROBE
+
+    root = tmp_path / "app"
+    (root / "src").mkdir(parents=True)
+    outside = tmp_path / "lib"
+    (outside / "plugin_x").mkdir(parents=True)
+    (outside / "plugin_x" / "__init__.py").write_text("")
+    (outside / "nspkg").mkdir()
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{root}/src:{outside}"}
+    res = subprocess.run([sys.executable, "-I", "-S", "-c", PROBE, str(root)], capture_output=True, text=True,
+                         env=env, cwd="/", timeout=60, check=True)
+    probed = json.loads(res.stdout)
+    assert {"json", "xml", "pdb", "sys", "plugin_x"} <= set(probed["names"]) and "nspkg" in probed["namespaces"]
+    assert probed["pythonpath"] == ["src"] and probed["workspace"] == []
+
+
+class _ProbeSandbox:
+    """Answers the probe's commands from a script: the first exec's output, then the second's."""
+
+    def __init__(self, *outputs: str) -> None:
+        self.outputs, self.calls = list(outputs), []
+
+    def exec(self, cmd, timeout=None, env=None, **_):
+        self.calls.append(cmd)
+        out = self.outputs.pop(0)
+        return type("R", (), {"text": lambda self: out})()
+
+
+def test_a_python3_in_the_workspace_is_asked_only_when_nothing_of_the_agents_stands_in_for_it():
+    from orchestrator.grading.script import _probe
+
+    path = "/app/.venv/bin:/usr/bin"
+    # the venv's python3 links out and nothing changed in its folder: asked by its link (its own environment)
+    box = _ProbeSandbox(f"{path}\ninside /usr/bin/python3.11 /app/.venv/bin/python3\n", '{"names": ["json"]}\n')
+    assert _probe(box, "/app", {}, ["stats/__init__.py"]) == (path, {"names": ["json"]})
+    assert box.calls[1][-3] == "/app/.venv/bin/python3" and "-S" in box.calls[1][2]
+    # something the agent changed in that folder, or a python3 that resolves inside the workspace: not run
+    for changed, real in ((["stats/x.py", ".venv/bin/python"], "/usr/bin/python3.11"), ([], "/app/evil")):
+        box = _ProbeSandbox(f"{path}\ninside {real} /app/.venv/bin/python3\n")
+        env_path, probed = _probe(box, "/app", {}, changed)
+        assert env_path == path and "not asked" in probed["note"] and len(box.calls) == 1
