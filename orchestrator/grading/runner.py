@@ -165,7 +165,7 @@ def grader_spec(image_id: str, task: Task, limits: GraderLimits, name: str,
                        memory_reservation_mb=limits.memory_reservation_mb, pids_limit=limits.pids_limit,
                        disk_limit_mb=limits.disk_limit_mb, network="none", mounts=((str(TOOLS), TOOLS_MOUNT),),
                        env=task.runtime.sandbox_env(), labels={**(labels or {}), ROLE_LABEL: "grader"},
-                       workspace_owner="0:0")
+                       workspace_owner="0:0", init_user="0:0")
 
 
 def run_tests(sandboxes: SandboxFactory, image_id: str, comp: Composition, task: Task, nodes: list[str],
@@ -195,7 +195,7 @@ def run_tests(sandboxes: SandboxFactory, image_id: str, comp: Composition, task:
                                    f"{', timed out' if install.timed_out else ''}):\n{install.log_tail}")
             run.setup_failed = True
             return run
-        run = _run_test_groups(sandbox, nodes, comp, limits, task)
+        run = _run_test_groups(sandbox, nodes, comp, limits, task, install.outputs if install is not None else ())
         lap("grading")
         return run
     finally:
@@ -213,43 +213,120 @@ def _install(sandbox: Sandbox, comp: Composition, task: Task) -> InstallResult |
     return result
 
 
-CHECK_SCRIPT = KILL_FUNCTION + r"""
-kill_leftovers || echo "leftovers"
+KILL_SCRIPT = KILL_FUNCTION + "kill_leftovers\n"
+
+# Run as root, who owns the container's init and command and every trusted file: no process of the test user can
+# signal, trace or write into it, so what it prints is trialbox's. Three parts: every live process of the test user
+# (a zombie with no live thread runs nothing), every trusted file (owner:mode, then its digest), every entry of every
+# guarded folder that the composed workspace did not have (``new``; ``new-loadable`` for a folder holding Python that
+# can be imported, or one root cannot read through).
+CHECK_SCRIPT = r"""
+set -u
+uid=$1; shift; n=$1; shift
+me=$$
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}; [ "$p" = "$me" ] && continue
+  st=""; ids=""; th=1
+  while read -r k v rest; do
+    case "$k" in State:) st=$v ;; Uid:) ids="$v $rest" ;; Threads:) th=$v ;; esac
+  done < "$d/status" 2>/dev/null
+  [ -n "$ids" ] || continue
+  case " $ids " in *" $uid "*) ;; *) continue ;; esac
+  if [ "$st" = Z ] && [ "$th" -le 1 ]; then continue; fi
+  echo "alive $p"
+done
 cd /workspace || exit 3
-for f in "$@"; do
+i=0
+while [ "$i" -lt "$n" ]; do
+  f=$1; shift; i=$((i + 1))
   if [ -f "$f" ] && [ ! -L "$f" ]; then
-    printf '%s:%s ' "$(stat -c %u -- "$f")" "$(stat -c %a -- "$f")"; sha256sum -- "$f"
+    printf 'file %s ' "$(stat -c %u:%a -- "$f")"; sha256sum -- "$f"
   else
     echo "missing $f"
   fi
 done
-echo "end $#"
+declare -A known
+while IFS= read -r e; do [ -n "$e" ] && known["$e"]=1; done <<< "${TRIALBOX_EXPECTED:-}"
+for d in "$@"; do
+  printf 'folder %s %s\n' "$(stat -c %u:%a -- "$d" 2>/dev/null || echo gone)" "$d"
+  for e in "$d"/* "$d"/.[!.]* "$d"/..?*; do
+    [ -e "$e" ] || [ -L "$e" ] || continue
+    e=${e#./}
+    [ -n "${known[$e]+x}" ] && continue
+    if [ -d "$e" ] && [ ! -L "$e" ]; then
+      if ! out=$(find "$e" \( -name '*.py' -o -name '*.pth' -o -name '*.so' -o -name '*.pyc' \) -print -quit 2>&1) \
+          || [ -n "$out" ]; then echo "new-loadable $e"; continue; fi
+    fi
+    echo "new $e"
+  done
+done
+echo "end $n"
 """
+LOADABLE = (".py", ".pth", ".so", ".pyc", ".pyd")
 
 
-def _between_groups(sandbox: Sandbox, comp: Composition, when: str) -> list[str]:
-    """Before each group and after the last, in a command of trialbox's own (the image's tools, its system PATH):
-    every process the code under test left is killed (checked: two empty scans in a row), then every trusted file is
-    checked in place, byte for byte, still root's and read-only. The code under test cannot write them (they are
-    root's, in folders that are root's with the sticky bit); this check is what shows it, after that code stopped."""
+def _with_ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _guarded(comp: Composition) -> tuple[list[str], list[str]]:
+    """The folders that hold trusted files, and all their ancestors up to the workspace (each one root's, with the
+    sticky bit), and the entries the composed workspace has in them: a new one there is the grading's to judge."""
+    folders = {"."}
+    for path in comp.trusted:
+        parts = path.split("/")[:-1]
+        folders.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    entries = {*comp.tree.files, *comp.tree.symlinks, *comp.tree.dirs}
+    expected = sorted(p for p in entries if posixpath.dirname(p) in folders or
+                      (posixpath.dirname(p) == "" and "." in folders))
+    return sorted(folders), expected
+
+
+def _between_groups(sandbox: Sandbox, comp: Composition, when: str, outputs: tuple[str, ...] = ()) -> list[str]:
+    """Before each group and after the last: every process the code under test left is killed (as the test user, who
+    alone can), then a command as root (``CHECK_SCRIPT``) shows that none is left, that every trusted file is in
+    place, byte for byte, still root's and read-only, and that no folder that holds them (or holds one that does)
+    has a new importable entry (a ``conftest.py``, an ``__init__.py``, a module, a ``.pth``: one group's code
+    planting what the next would load). The code under test cannot write the trusted files (root's, 0444, in root's
+    sticky folders); this check is what shows it, after that code stopped."""
+    try:
+        sandbox.exec(["bash", "-c", KILL_SCRIPT], timeout=60, env={"PATH": SYSTEM_PATH})
+    except SandboxError as exc:
+        if isinstance(exc, SandboxBroken):
+            raise
     paths = sorted(comp.trusted)
+    folders, expected = _guarded(comp)
+    expected = sorted({*expected, *(a for o in outputs for a in _with_ancestors(o))})
+    uid = sandbox.spec.user.split(":", 1)[0]
+    env = {"PATH": SYSTEM_PATH, "TRIALBOX_EXPECTED": "\n".join(expected)}
     for attempt in range(READ_ATTEMPTS):  # the engine can lose a fast exec's output: never guess
-        res = sandbox.exec(["bash", "-c", CHECK_SCRIPT, "bash", *paths], timeout=120, env={"PATH": SYSTEM_PATH})
+        res = sandbox.exec(["bash", "-c", CHECK_SCRIPT, "bash", uid, str(len(paths)), *paths, *folders], timeout=120,
+                           user="0:0", env=env)
         lines = res.text().splitlines()
         if lines and lines[-1] == f"end {len(paths)}":
             break
         time.sleep(0.05 * (attempt + 1))
     else:
         raise GraderInfraError("grader_output", "the engine kept losing the output of the trusted-file check")
-    problems = []
-    if lines and lines[0] == "leftovers":
-        lines = lines[1:]
-        problems.append(f"processes the code under test started could not all be killed {when}")
-    seen = {}
+    problems, seen = [], {}
+    alive = [line.split(" ", 1)[1] for line in lines if line.startswith("alive ")]
+    if alive:
+        problems.append(f"{len(alive)} process(es) the code under test started could not be killed {when}")
     for line in lines[:-1]:
-        owner, _, rest = line.partition(" ")
-        digest, _, path = rest.partition("  ")
-        seen[path] = (owner, digest)
+        kind, _, rest = line.partition(" ")
+        if kind == "file":
+            owner, _, rest = rest.partition(" ")
+            digest, _, path = rest.partition("  ")
+            seen[path] = (owner, digest)
+        elif kind == "folder":
+            mode, _, folder = rest.partition(" ")
+            if mode != "0:1777":
+                problems.append(f"the folder {folder} of trusted files is no longer root's and sticky {when} ({mode})")
+        elif kind in ("new", "new-loadable"):
+            if kind == "new-loadable" or rest.endswith(LOADABLE):
+                problems.append(f"{rest} appeared during the test run {when}: code under test planted what a later "
+                                "group would load")
     for p in paths:
         owner, digest = seen.get(p, ("", ""))
         if digest != hashlib.sha256(comp.trusted[p]).hexdigest():
@@ -342,7 +419,8 @@ def _group_nodes(nodes: list[str], file: str) -> list[str]:
     return [n for n in nodes if posixpath.normpath(n.split("::", 1)[0]) == file]
 
 
-def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limits: GraderLimits, task: Task) -> TestRun:
+def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limits: GraderLimits, task: Task,
+                     outputs: tuple[str, ...] = ()) -> TestRun:
     """Every test file's group in a command of its own, driven from the host: before each and after the last, every
     process left is killed and every trusted file checked (``_between_groups``); each group's results are streamed
     back on its command's output and read as soon as it ended; then the channels are cross-checked (``_judge``)."""
@@ -357,7 +435,7 @@ def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limi
     logs: list[str] = []
     groups: list[tuple[list[str], Tripwire | None, dict | None, dict[str, int] | None]] = []
     for i, file in enumerate(files):
-        run.integrity += _between_groups(sandbox, comp, f"before group {i}")
+        run.integrity += _between_groups(sandbox, comp, f"before group {i}", outputs)
         group, wire = _group_nodes(nodes, file), wires.get(file)
         argv = list(group)
         if wire is not None:
@@ -389,7 +467,7 @@ def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limi
             run.integrity.append(f"group {i} ({file}): no results: {exc}")
         counts = _summary(log) if res.stderr_size <= len(res.stderr) else None
         groups.append((group, wire, doc, counts))
-    run.integrity += _between_groups(sandbox, comp, "after the last group")
+    run.integrity += _between_groups(sandbox, comp, "after the last group", outputs)
     budget = max(1500, 6000 // max(1, len(logs)))
     run.log_tail = "\n".join(entry[-budget:] for entry in logs)[-12000:]
     codes = run.exit_codes

@@ -57,6 +57,10 @@ class SandboxSpec:
     env: dict[str, str] = field(default_factory=dict)
     mounts: tuple[tuple[str, str], ...] = ()
     """Read-only bind mounts ``(host path, container path)``, e.g. the model proxy's socket folder."""
+    init_user: str | None = None
+    """``uid:gid`` of the container's init and its own command (None: ``user``). The pytest grader's are root's: the
+    code under test, running as ``user``, can neither signal nor trace nor write into them (same-user processes
+    can, where the kernel allows ptrace), so no process of its can pass for one of them and outlive its group."""
     workspace_owner: str | None = None
     """``uid:gid`` owning the workspace's root folder (None: ``user``). The pytest grader's is root's, so the
     code under test cannot move the folders of trusted files out of the way (see ``grading.runner``)."""

@@ -134,7 +134,7 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
         with docker_errors(s.name):
             self.container = self.client.containers.create(
                 s.image_id, command=["sleep", "infinity"], name=s.name, labels=self.labels(),
-                user=s.user, working_dir=s.workdir, environment={"HOME": s.home, **s.env},
+                user=s.init_user or s.user, working_dir=s.workdir, environment={"HOME": s.home, **s.env},
                 nano_cpus=int(s.cpu_limit * 1e9), cpu_shares=max(2, int(s.cpu_reservation * 1024)),
                 mem_limit=mem, memswap_limit=mem, mem_reservation=s.memory_reservation_mb * 1024 * 1024,
                 pids_limit=pids, ulimits=ulimits, network_mode=s.network, runtime=s.runtime,
