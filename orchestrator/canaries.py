@@ -86,17 +86,31 @@ def variants(value: str) -> frozenset[str]:
     return frozenset(f for f in forms if len(f) >= 8)
 
 
-def find(canaries: list[str], text: str) -> list[str]:
-    """Which canaries appear in ``text``, in any of the encodings above or as a long fragment."""
+_WS_BYTES = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0"
+_SEPARATOR_BYTES = _WS_BYTES + b"-_.,:;|/\\'\"`+"
+
+
+def find(canaries: list[str], text: str | bytes) -> list[str]:
+    """Which canaries appear in ``text``, in any of the encodings above or as a long fragment. Bytes are read as
+    Latin-1 (every canary is ASCII, so a str is searched as its UTF-8); whitespace and separators are removed
+    with ``bytes.translate`` (megabytes a second, not a regular expression's kilobytes)."""
     if not text:
         return []
-    squeezed = _WS.sub("", text)
-    stripped = _SEPARATORS.sub("", text)  # split by dashes, dots, quotes and the like too
-    hits = {v for v in canaries if any(f in text or f in squeezed or f in stripped for f in variants(v))}
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    if isinstance(text, str) and not text.isascii():  # the whitespace of Unicode a str's \s matches, too
+        data += b"\n" + _WS.sub("", text).encode("utf-8", "surrogatepass")
+    squeezed = data.translate(None, _WS_BYTES)
+    stripped = data.translate(None, _SEPARATOR_BYTES)  # split by dashes, dots, quotes and the like too
+    hits = {v for v in canaries if any(f in data or f in squeezed or f in stripped for f in _byte_variants(v))}
     rest = [v for v in canaries if v not in hits]
     if rest:  # a fragment is letters and digits: every one in ``text`` lies within a run of ``stripped``
         hits |= _fragment_hits(rest, stripped)
     return [v for v in canaries if v in hits]
+
+
+@functools.lru_cache(maxsize=64)
+def _byte_variants(value: str) -> tuple[bytes, ...]:
+    return tuple(f.encode() for f in variants(value))
 
 
 FRAGMENT = 12
@@ -116,24 +130,67 @@ def fragments(value: str) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(short), frozenset(long | {h.upper() for h in long})
 
 
-_ALNUM_RUN = re.compile(f"[0-9A-Za-z]{{{FRAGMENT},}}")
-
-
-def _fragment_hits(canaries: list[str], text: str) -> set[str]:
-    """The canaries with a ``FRAGMENT``-long piece in ``text``: only runs of letters and digits are walked."""
-    short: dict[str, str] = {}
-    long: dict[str, str] = {}
+@functools.lru_cache(maxsize=64)
+def _fragment_index(canaries: tuple[str, ...]) -> tuple[dict[bytes, str], dict[bytes, str], re.Pattern[bytes]]:
+    """The canaries' fragments (short and hex), and the runs of text that can hold one: only the characters the
+    fragments are made of, at least ``FRAGMENT`` of them (every other run is skipped at the regular expression's
+    speed, not walked character by character)."""
+    short: dict[bytes, str] = {}
+    long: dict[bytes, str] = {}
     for value in canaries:
         s, lg = fragments(value)
-        short.update(dict.fromkeys(s, value))
-        long.update(dict.fromkeys(lg, value))
+        short.update(dict.fromkeys((f.encode() for f in s), value))
+        long.update(dict.fromkeys((f.encode() for f in lg), value))
+    alphabet = sorted({ch for f in [*short, *long] for ch in f.decode()})
+    return short, long, re.compile(f"[{re.escape(''.join(alphabet))}]{{{FRAGMENT},}}".encode())
+
+
+def _fragment_hits(canaries: list[str], text: bytes) -> set[str]:
+    """The canaries with a ``FRAGMENT``-long piece in ``text``: only runs of the fragments' characters are walked."""
+    short, long, runs = _fragment_index(tuple(canaries))
     width, hits = 2 * FRAGMENT, set()
-    for m in _ALNUM_RUN.finditer(text):
+    for m in runs.finditer(text):
         run = m.group()
         for i in range(len(run) - FRAGMENT + 1):
             hit = short.get(run[i:i + FRAGMENT]) or (long.get(run[i:i + width]) if i + width <= len(run) else None)
             if hit is not None:
                 hits.add(hit)
-                if len(hits) == len(canaries):
+                if len(hits) == len(set(canaries)):
                     return hits
     return hits
+
+
+def strings(value: object, limit: int = 2_000_000) -> tuple[list[str], bool]:
+    """Every string in a structure of dicts, lists, tuples and sets (keys included; bytes read as UTF-8), walked
+    without recursion (any depth), and whether all of it was walked within ``limit`` values. What was JSON is
+    seen decoded: a canary written with ``\\u`` escapes is its plain characters here."""
+    out: list[str] = []
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > limit:
+            return out, False
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, (bytes, bytearray)):
+            out.append(bytes(item).decode("utf-8", "surrogateescape"))
+        elif isinstance(item, dict):
+            for k, v in reversed(item.items()):  # popped in their order
+                stack.append(v)
+                stack.append(k)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))
+        elif isinstance(item, (set, frozenset)):
+            stack.extend(item)
+    return out, True
+
+
+_JSON_ESCAPE = re.compile(r'\\(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))')
+_JSON_SIMPLE = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def json_unescaped(text: str) -> str:
+    """``text`` with JSON's string escapes decoded (``\\u0074`` is ``t``), read as JSON's own parser reads them
+    but over any text, parsed or not (a body no parser here would take still reaches the provider's)."""
+    return _JSON_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)) if m.group(1) else _JSON_SIMPLE[m.group(2)], text)

@@ -65,6 +65,35 @@ def server_side(request: dict[str, Any]) -> list[str]:
     return found
 
 
+MAX_WALKED = 1_000_000
+"""Values of a request walked for sources the provider would fetch; a request with more is refused unchecked."""
+
+
+def provider_fetches(request: dict[str, Any]) -> list[str]:
+    """The content blocks of a request whose source is a URL (an image or a document, at any depth: in a tool
+    result, in a document's content): the provider would fetch it, from a server of the agent's choosing. The
+    proxy refuses them as it refuses server-side tools. A tool call's ``input`` (what the model asked the
+    client to run) is not a source and is not walked."""
+    found: list[str] = []
+    stack: list[Any] = [request.get("messages"), request.get("system")]
+    walked = 0
+    while stack:
+        item = stack.pop()
+        walked += 1
+        if walked > MAX_WALKED:
+            return [f"a request of more than {MAX_WALKED} values (not checked)"]
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            source = item.get("source")
+            if item.get("type") == "url" or isinstance(source, dict) and source.get("type") == "url":
+                found.append(f"{item.get('type')} block with a url source")
+                if len(found) >= 20:
+                    break
+            stack.extend(v for k, v in item.items() if not (k == "input" and item.get("type") == "tool_use"))
+    return found
+
+
 def read_answer(path: str, received: bytes) -> dict[str, Any]:
     """What a Messages answer says: ``model``, ``stop_reason``, ``usage`` (input, output, cache_read,
     cache_write) and ``tool_uses`` (name, input, id)."""

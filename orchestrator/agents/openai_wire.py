@@ -150,6 +150,38 @@ def server_side(request: dict[str, Any]) -> list[str]:
     return found
 
 
+URL_KEYS = ("image_url", "file_url", "audio_url", "video_url", "document_url")
+"""Where a content part names something for the provider to fetch; only a ``data:`` URL (the bytes themselves)
+is not fetched."""
+MAX_WALKED = 1_000_000
+
+
+def provider_fetches(request: dict[str, Any]) -> list[str]:
+    """The content parts of a request (Chat Completions ``messages``, Responses ``input``) that have the provider
+    fetch a URL (``image_url``, ``input_image``, ``input_file`` with a ``file_url``…): refused, as server-side
+    tools are. A ``data:`` URL carries its bytes and is relayed."""
+    found: list[str] = []
+    stack: list[Any] = [request.get("messages"), request.get("input"), request.get("instructions")]
+    walked = 0
+    while stack:
+        item = stack.pop()
+        walked += 1
+        if walked > MAX_WALKED:
+            return [f"a request of more than {MAX_WALKED} values (not checked)"]
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            for key in URL_KEYS:
+                value = item.get(key)
+                url = value.get("url") if isinstance(value, dict) else value
+                if isinstance(url, str) and url.strip() and not url.strip().lower().startswith("data:"):
+                    found.append(f"{item.get('type') or key} with a url")
+            if len(found) >= 20:
+                break
+            stack.extend(item.values())
+    return found
+
+
 def with_stream_usage(path: str, body: bytes) -> bytes:
     """A streamed Chat Completions request asks for its usage (``stream_options.include_usage``): without it the
     stream carries none, and the call could not be charged. Any other request is relayed as it came."""

@@ -40,7 +40,8 @@ from typing import Any
 import httpx
 
 from ..events import EventLog, now_iso
-from ..canaries import find as find_canaries
+from ..canaries import find as find_canaries, json_unescaped
+from ..canaryscan import fold
 from ..errors import AgentStop
 from .budget import Budget, StopReason
 from . import anthropic_wire, openai_wire
@@ -51,6 +52,21 @@ SOCKET_NAME = "model.sock"
 FORWARDER = Path(__file__).with_name("incontainer") / "forwarder.py"
 PASS_HEADERS = ("content-type", "anthropic-version", "anthropic-beta", "openai-beta", "accept")
 MESSAGES, COUNT_TOKENS = anthropic_wire.MESSAGES, anthropic_wire.COUNT_TOKENS
+
+
+def outgoing_texts(body: bytes) -> list[str]:
+    """The ways a request body's text reaches the provider: as sent; with JSON's string escapes decoded (the
+    provider's parser reads ``\\u0074`` as ``t``), again for a JSON string inside a string, up to three layers;
+    and each of these folded to plain ASCII letters when it has other characters (zero-width characters between
+    a canary's, fullwidth forms)."""
+    text = body.decode("utf-8", errors="replace")
+    texts = [text]
+    for _ in range(3):
+        decoded = json_unescaped(texts[-1])
+        if decoded == texts[-1]:
+            break
+        texts.append(decoded)
+    return texts + [fold(t) for t in texts if not t.isascii()]
 
 
 class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -181,6 +197,11 @@ class ModelProxy(ProxyReplies):
             request = json.loads(body or b"{}")
         except ValueError:
             request = None
+        except RecursionError:  # nested deeper than can be checked here: not sent unchecked
+            self.events.append("model_refused", reason="request_unreadable", detail="nested too deeply to check")
+            self._count_refusal("request_unreadable")
+            self._reply(h, 403, "invalid_request_error", "trialbox proxy: the request is nested too deeply to check")
+            return
         request = request if isinstance(request, dict) else {}
         if self.model and request.get("model") != self.model:
             self.events.append("model_refused", reason="model_not_pinned", detail=str(request.get("model"))[:100])
@@ -195,8 +216,15 @@ class ModelProxy(ProxyReplies):
             self._reply(h, 403, "permission_error", "trialbox proxy: server-side tools are not relayed "
                                                     f"({', '.join(reaching)[:200]}): the sandbox has no network")
             return
+        fetched = wire.provider_fetches(request)
+        if fetched:  # the provider would fetch a URL of the agent's choosing for it: the network policy forbids it
+            self.events.append("model_refused", reason="provider_fetch", detail=", ".join(fetched)[:200])
+            self._count_refusal("provider_fetch")
+            self._reply(h, 403, "permission_error", "trialbox proxy: content with a URL source is not relayed "
+                                                    f"({', '.join(fetched)[:200]}): the sandbox has no network")
+            return
         relayed = [h.path] + [h.headers.get(k) or "" for k in PASS_HEADERS]  # every part of the request that leaves
-        found = find_canaries(self.canaries, "\n".join([body.decode("utf-8", errors="replace"), *relayed]))
+        found = find_canaries(self.canaries, "\n".join([*outgoing_texts(body), *relayed]))
         if found:  # a planted secret on its way out: recorded, and never forwarded
             self.events.append("egress_canary", found=len(found), bytes=len(body))
             self._count_refusal("secret_in_request")

@@ -63,7 +63,7 @@ def test_paths_the_agent_owns_are_left_out_and_a_tracked_one_keeps_its_original(
 
 
 def test_owned_paths_are_still_scanned_for_secrets():
-    from orchestrator.grading.criteria import secrets_leaked
+    from orchestrator.grading.leaks import secrets_leaked
     from orchestrator.grading.diff import compute_diff
 
     canary = "tbcanary-0123456789abcdef0123"

@@ -6,6 +6,7 @@ called with query strings, probes and methods the proxy does not relay.
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import threading
@@ -159,3 +160,92 @@ def test_a_secret_in_the_query_or_a_header_is_never_sent(proxied):
     assert Upstream.seen[:2] != ["POST /v1/messages?x=tbcanary-0123456789abcdef0123 key=real-key"]
     assert not any("tbcanary" in line for line in Upstream.seen)
     assert [e["kind"] for e in read_events(path)].count("egress_canary") == 2
+
+
+SECRET = "tbcanary-0123456789abcdef0123"
+
+
+def test_a_secret_written_with_json_escapes_or_invisible_characters_is_never_sent(proxied):
+    proxy, client, events, path = proxied
+    proxy.attach(events, Budget(BudgetLimits()), canaries=[SECRET])
+    escaped = "".join(f"\\u{ord(c):04x}" for c in SECRET)  # what the provider's JSON parser reads as the secret
+    raw = ('{"model": "%s", "max_tokens": 10, "messages": [{"role": "user", "content": "%s"}]}' % (MODEL, escaped))
+    assert SECRET not in raw
+    assert client.post("/v1/messages", content=raw, headers={"content-type": "application/json"}).status_code == 403
+    inner = json.dumps({"note": escaped})  # a JSON string inside a string: escaped twice
+    for content in ("\u200b".join(SECRET), "\ufeff".join(SECRET), inner):
+        msg = {**body(), "messages": [{"role": "user", "content": content}]}
+        assert client.post("/v1/messages", json=msg).status_code == 403, content
+    assert Upstream.seen == []
+    assert [e["kind"] for e in read_events(path)].count("egress_canary") == 4
+    honest = {**body(), "messages": [{"role": "user", "content": "caf\u00e9 \\u0041 \u200b ok"}]}
+    assert client.post("/v1/messages", json=honest).status_code == 200  # an honest request is relayed
+
+
+def _image(source):
+    return {**body(), "messages": [{"role": "user", "content": [{"type": "image", "source": source},
+                                                                {"type": "text", "text": "what is this?"}]}]}
+
+
+def test_content_the_provider_would_fetch_from_a_url_is_refused(proxied):
+    proxy, client, events, path = proxied
+    budget = Budget(BudgetLimits())
+    proxy.attach(events, budget)
+    url = {"type": "url", "url": "https://attacker.example/pixel.png"}
+    in_tool_result = {**body(), "messages": [{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "tu_1", "content": [
+            {"type": "document", "source": {"type": "url", "url": "https://attacker.example/a.pdf"}}]}]}]}
+    in_system = {**body(), "system": [{"type": "image", "source": url}]}
+    for request in (_image(url), in_tool_result, in_system):
+        r = client.post("/v1/messages", json=request)
+        assert r.status_code == 403 and "URL source" in r.json()["error"]["message"]
+    assert Upstream.seen == [] and budget.refused_requests == {"provider_fetch": 3}
+    refused = [e for e in read_events(path) if e["kind"] == "model_refused"]
+    assert [e["reason"] for e in refused] == ["provider_fetch"] * 3
+    # the bytes themselves, and a URL the *client* was asked to fetch (a tool call's input), are relayed
+    inline = _image({"type": "base64", "media_type": "image/png", "data": base64.b64encode(b"\x89PNG").decode()})
+    client_fetch = {**body(), "messages": [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "tu_1", "name": "WebFetch",
+                                           "input": {"url": "https://docs.python.org/3/", "type": "url"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu_1", "content": "no network"}]}]}
+    for request in (inline, client_fetch):
+        assert client.post("/v1/messages", json=request).status_code == 200
+    assert len(Upstream.seen) == 2
+
+
+def test_openai_content_parts_with_a_url_are_refused(upstream, tmp_path):
+    proxy = ModelProxy(tmp_path / "proxy", upstream, "real-key", MODEL, load_prices(), api="openai").start()
+    client = httpx.Client(transport=httpx.HTTPTransport(uds=str(proxy.socket_path)), base_url="http://proxy",
+                          headers={"authorization": f"Bearer {proxy.token}"}, timeout=30)
+    events = EventLog(tmp_path / "events.jsonl", "t/a/0")
+    try:
+        budget = Budget(BudgetLimits())
+        proxy.attach(events, budget)
+        chat = {"model": MODEL, "messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "https://attacker.example/x.png"}}]}]}
+        responses = {"model": MODEL, "input": [{"role": "user", "content": [
+            {"type": "input_file", "file_url": "https://attacker.example/x.pdf"}]}]}
+        assert client.post("/v1/chat/completions", json=chat).status_code == 403
+        assert client.post("/v1/responses", json=responses).status_code == 403
+        assert Upstream.seen == [] and budget.refused_requests == {"provider_fetch": 2}
+    finally:
+        client.close()
+        proxy.stop()
+        events.close()
+    from orchestrator.agents import openai_wire
+    inline = {"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+        {"type": "input_image", "image_url": "DATA:image/png;base64,AAAA"}]}]}
+    assert openai_wire.provider_fetches(inline) == []  # the bytes themselves: nothing is fetched
+
+
+def test_a_request_nested_too_deeply_to_check_is_refused_not_a_crash(proxied):
+    proxy, client, events, path = proxied
+    budget = Budget(BudgetLimits())
+    proxy.attach(events, budget)
+    deep = '{"model": "%s", "max_tokens": 10, "messages": [{"role": "user", "content": %s"hi"%s}]}' % (
+        MODEL, "[" * 100000, "]" * 100000)
+    r = client.post("/v1/messages", content=deep, headers={"content-type": "application/json"})
+    assert r.status_code == 403 and budget.refused_requests == {"request_unreadable": 1}
+    assert Upstream.seen == []
+    assert client.post("/v1/messages", json=body()).status_code == 200  # the proxy still serves
