@@ -13,6 +13,7 @@ import ast
 import dataclasses
 import posixpath
 import random
+import re
 import secrets
 import uuid
 from dataclasses import dataclass, field
@@ -104,8 +105,9 @@ class Tripwire:
     node: str
     group: str
     """The test file whose group it runs in."""
-    shows: tuple[str, str]
-    """The two values its failure message carries (even under ``--assert=plain``)."""
+    shows: tuple[str, ...]
+    """Values its failure message must carry (even under ``--assert=plain``); none for a copy of a real test, which
+    fails wherever its model's code fails."""
     embedded: bool
     """Inside the group's own test file (False: in a file of its own beside it, when that file cannot hold it)."""
 
@@ -148,10 +150,116 @@ def _wire_body(rng: random.Random, indent: str, name: str, method: bool) -> tupl
     return body, (str(observed), str(expected))
 
 
-def _embed(rng: random.Random, source: bytes, file: str, requested: list[str]) -> tuple[bytes, str, tuple[str, str]] | None:
+OUTCOME_MARKS = ("xfail", "skip")
+"""Marks of the model test that are not copied: they would make the copy skipped or xfailed, not failed."""
+
+
+def _mutated(rng: random.Random, value: object) -> object | None:
+    """Another value of the same type (None: not a value the copy's last assertion can be made to fail on)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, str):
+        return value + rng.choice("abcdefghkmnpqrstuvwxyz") if value else rng.choice(WORDS)
+    if isinstance(value, bytes):
+        return value + rng.choice(WORDS).encode()
+    if isinstance(value, int):
+        return value + rng.randrange(1, 97)
+    if isinstance(value, float):
+        return value + rng.randrange(1, 97) + 0.5
+    return None
+
+
+def _literal_like(written: str, value: object) -> str | None:
+    """``value`` written as ``written`` is (its quotes, its bytes prefix); None for a raw or implicitly joined
+    string, whose writing cannot be kept."""
+    literal = repr(value)
+    if not isinstance(value, (str, bytes)):
+        return literal
+    prefix = written[:len(written) - len(written.lstrip("bBuU"))]
+    if any(c in written[:len(prefix) + 1].lower() for c in "rf") or written.count(written[len(prefix):][:1]) > 2 \
+            and not written[len(prefix):].startswith(('"""', "'''")):
+        return None
+    quote = written[len(prefix):][:1]
+    start = 1 if isinstance(value, bytes) else 0
+    inner = literal[start + 1:-1]
+    if quote == '"' and literal[start] == "'" and '"' not in inner:
+        inner = inner.replace("\\'", "'")
+    elif quote != literal[start]:
+        return None
+    return prefix + quote + inner + quote if quote in "\"'" else None
+
+
+def _copy_of(rng: random.Random, text: str, lines: list[str], model: ast.FunctionDef | ast.AsyncFunctionDef,
+             name: str) -> str | None:
+    """``model`` as written (its decorators but the outcome marks, its signature, its body) under ``name``, with the
+    constant its last assertion compares with changed to another of the same type, so that it fails wherever the
+    model passes and wherever it fails (None: its last statement is no such assertion, or it spans lines oddly)."""
+    last = model.body[-1]
+    if not (isinstance(last, ast.Assert) and isinstance(last.test, ast.Compare) and len(last.test.ops) == 1
+            and isinstance(last.test.ops[0], ast.Eq) and last.lineno == last.end_lineno):
+        return None
+    side = next((n for n in (last.test.comparators[0], last.test.left)
+                 if isinstance(n, ast.Constant) and n.lineno == n.end_lineno and _mutated(rng, n.value) is not None), None)
+    first = model.body[0]
+    if side is None or first.lineno <= model.lineno or any(
+            isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)) for n in ast.walk(model)):
+        return None
+    new = _mutated(rng, side.value)
+    decorators = []
+    for d in model.decorator_list:
+        segment = ast.get_source_segment(text, d)
+        if segment is None or "\n" in segment:
+            return None
+        if not any(m in segment for m in OUTCOME_MARKS):
+            decorators.append(" " * model.col_offset + "@" + segment + "\n")
+    header = "".join(lines[model.lineno - 1:first.lineno - 1])
+    renamed = re.sub(rf"\bdef\s+{re.escape(model.name)}\b", f"def {name}", header, count=1)
+    if renamed == header:
+        return None
+    body = lines[first.lineno - 1:last.lineno - 1]
+    line = lines[last.lineno - 1].encode("utf-8")  # AST columns are UTF-8 byte offsets
+    literal = _literal_like(line[side.col_offset:side.end_col_offset].decode("utf-8"), new)
+    if literal is None:
+        return None
+    line = (line[:side.col_offset] + literal.encode("utf-8") + line[side.end_col_offset:]).decode("utf-8")
+    return "".join([*decorators, renamed, *body, line])
+
+
+def _simple_wire(rng: random.Random, text: str, lines: list[str], model: ast.FunctionDef | ast.AsyncFunctionDef,
+                 name: str) -> tuple[str, tuple[str, str]] | None:
+    """Two numbers compared, under ``model``'s decorators (but the outcome marks) and signature, so that a module's
+    or class's marks (a parametrize every test takes) hold for it as for its tests."""
+    first = model.body[0]
+    if first.lineno <= model.lineno:
+        return None
+    decorators = []
+    for d in model.decorator_list:
+        segment = ast.get_source_segment(text, d)
+        if segment is None or "\n" in segment:
+            return None
+        if not any(m in segment for m in OUTCOME_MARKS):
+            decorators.append(" " * model.col_offset + "@" + segment + "\n")
+    header = "".join(lines[model.lineno - 1:first.lineno - 1])
+    renamed = re.sub(rf"\bdef\s+{re.escape(model.name)}\b", f"def {name}", header, count=1)
+    if renamed == header:
+        return None
+    expected, observed = rng.randrange(100, 99999), rng.randrange(100, 99999)
+    while observed == expected:
+        observed = rng.randrange(100, 99999)
+    inner = " " * first.col_offset
+    body = (f"{inner}expected = {expected}\n{inner}observed = {observed}\n"
+            f"{inner}assert observed == expected, (observed, expected)\n")
+    return "".join([*decorators, renamed, body]), (str(observed), str(expected))
+
+
+def _embed(rng: random.Random, source: bytes, file: str, requested: list[str]) -> tuple[bytes, str, tuple[str, ...]] | None:
     """``source`` with a tripwire among its tests, in the scope (module or test class) of one requested node drawn
     at random, before one of that scope's tests drawn at random (or after the last), named from that scope's own
-    test names; None when the file cannot hold one (it does not parse, the scope is not found, has no test)."""
+    test names. The tripwire is a copy of one of that scope's tests drawn at random (its decorators, signature and
+    body: the same fixtures, parameters and calls into the code under test) whose last assertion compares with
+    another constant, so it fails like its model would; where no test of the scope ends so, it compares two numbers
+    under a test's decorators and signature. None when the file cannot hold one (it does not parse, the scope is not
+    found, has no test, or the insertion would not parse)."""
     try:
         text = source.decode("utf-8")
         module = parse(text)
@@ -171,16 +279,21 @@ def _embed(rng: random.Random, source: bytes, file: str, requested: list[str]) -
         lines[-1] += "\n"
     taken = {n.name for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     name = _draw_name(rng, [d.name for d in defs], taken)
+    models = rng.sample(defs, len(defs))
+    wire = next(((c, ()) for m in models if (c := _copy_of(rng, text, lines, m, name)) is not None), None)
+    if wire is None:
+        wire = next((w for m in models if (w := _simple_wire(rng, text, lines, m, name)) is not None), None)
+    if wire is None:
+        return None
+    body, shows = wire
     pick = rng.randrange(len(defs) + 1)
     if pick < len(defs):
         d = defs[pick]
         at = min([d.lineno, *(x.lineno for x in d.decorator_list)]) - 1
-        indent = " " * d.col_offset
+        body += "\n" if classes else "\n\n"
     else:
-        at, indent = (defs[-1].end_lineno or len(lines)), " " * defs[-1].col_offset
-        lines.insert(at, "\n")
-        at += 1
-    body, shows = _wire_body(rng, indent, name, bool(classes))
+        at = defs[-1].end_lineno or len(lines)
+        body = ("\n" if classes else "\n\n") + body
     lines.insert(at, body)
     node = "::".join([file, *classes, name])
     out = "".join(lines)
