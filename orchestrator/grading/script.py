@@ -384,7 +384,7 @@ def read_regular(sandbox: Sandbox, path: str, max_bytes: int) -> tuple[str, byte
 def script_grader_spec(image_id: str, task: Task, limits: GraderLimits, name: str,
                        labels: dict[str, str] | None = None) -> SandboxSpec:
     """The script grader's container: the workspace at the task's workdir, the held-out tests read-only (nothing
-    in the grader can change them), the reward folder new."""
+    in the grader can change them), the reward folder new, its init and command root's."""
     g, workdir = task.grader, task.config.workdir
     return SandboxSpec(image_id=image_id, name=f"{name}-{uuid.uuid4().hex[:6]}", cpu_limit=limits.cpu_limit,
                        cpu_reservation=limits.cpu_reservation, memory_limit_mb=limits.memory_limit_mb,
@@ -393,7 +393,9 @@ def script_grader_spec(image_id: str, task: Task, limits: GraderLimits, name: st
                        mounts=((str(task.grader_path(g.tests).resolve()), g.tests_mount),  # type: ignore[arg-type]
                                (str(TOOLS), TOOLS_MOUNT)),
                        scratch_dirs=(g.reward_dir,), env=task.runtime.sandbox_env(),
-                       labels={**(labels or {}), ROLE_LABEL: "grader"})
+                       # the container's init and own command are root's: no process of the test user can trace
+                       # one and so outlive the kill of what the script left (the kill spares them)
+                       init_user="0:0", labels={**(labels or {}), ROLE_LABEL: "grader"})
 
 
 class Witness:
