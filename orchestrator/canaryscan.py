@@ -460,7 +460,8 @@ def scan_parts(canaries: list[str], parts: dict[str, list[bytes]], bounds: ScanB
                     f.write(memoryview(blob)[:take])
             f.seek(0)
             proc = subprocess.run([sys.executable, "-m", "orchestrator.canaryscan"], stdin=f, capture_output=True,
-                                  env=env, timeout=bounds.max_seconds + 15)
+                                  env=env, cwd=package_root,  # ``-m`` puts the working folder first on the path
+                                  timeout=bounds.max_seconds + 15)
         for line in proc.stdout.splitlines():
             try:
                 rec = json.loads(line)
