@@ -57,6 +57,9 @@ class Composition:
     and paths longer than ``MAX_GRADER_PATH``."""
     wires: list["Tripwire"] = field(default_factory=list)
     """Each group's tripwire (``tripwires`` holds their node ids): host-side knowledge, never in the grader."""
+    names: dict[str, str] = field(default_factory=dict)
+    """The name each requested test runs under in the grader (``{node: node}``, without parameters; see
+    ``_renamed``): host-side knowledge too."""
 
 
 def _ancestors(path: str) -> list[str]:
@@ -304,6 +307,46 @@ def _embed(rng: random.Random, source: bytes, file: str, requested: list[str]) -
     return out.encode("utf-8"), node, shows
 
 
+def _renamed(rng: random.Random, data: bytes, file: str, requested: list[str],
+             wire: str) -> tuple[bytes, dict[str, str]]:
+    """``data`` with each requested test function renamed to a name drawn like the tripwire's (from its scope's own
+    tokens), so the names an agent saw in the repository or a published grader folder name none of the tests the
+    grader runs; ``{old node: new node}`` (without parameters). A test whose name occurs anywhere else in the file
+    (called, aliased, named in a string) keeps its name."""
+    text = data.decode("utf-8")
+    try:
+        module = parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return data, {}
+    lines = text.splitlines(keepends=True)
+    mapping: dict[str, str] = {}
+    drawn = {wire.split("::")[-1]}
+    for node in dict.fromkeys(n.split("[", 1)[0] for n in requested):
+        parts = node.split("::")[1:]
+        if not parts:
+            continue
+        scope = _scope_of(module, parts[:-1])
+        name = parts[-1]
+        defs = [d for d in _test_defs(scope or []) if d.name == name]
+        if len(defs) != 1 or len(re.findall(rf"(?<!\w){re.escape(name)}(?!\w)", text)) != 1:
+            continue
+        taken = {n.name for n in scope or [] if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        new = _draw_name(rng, [d.name for d in _test_defs(scope or [])], taken | drawn)
+        line = lines[defs[0].lineno - 1]
+        changed = re.sub(rf"\bdef\s+{re.escape(name)}\b", f"def {new}", line, count=1)
+        if changed == line:
+            continue
+        lines[defs[0].lineno - 1] = changed
+        drawn.add(new)
+        mapping[node] = "::".join([file, *parts[:-1], new])
+    out = "".join(lines)
+    try:
+        parse(out)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return data, {}
+    return out.encode("utf-8"), mapping
+
+
 def _imports(source: bytes | None) -> str:
     """The module-level import statements of a trusted test file, as written (none when it does not parse)."""
     if not source:
@@ -319,7 +362,7 @@ def _imports(source: bytes | None) -> str:
 
 
 def _tripwires(files: list[str], nodes: list[str], trusted: dict[str, bytes],
-               taken: set[str]) -> tuple[dict[str, bytes], list[Tripwire]]:
+               taken: set[str]) -> tuple[dict[str, bytes], list[Tripwire], dict[str, str]]:
     """One tripwire per test-file group, made to be indistinguishable from the group's tests by anything the test
     process can read: it is *inside the group's own file* (the same imports, fixtures, marks and module-level code),
     in the scope of a requested test drawn at random, at a position drawn at random among that scope's tests, named
@@ -329,13 +372,15 @@ def _tripwires(files: list[str], nodes: list[str], trusted: dict[str, bytes],
     rng = random.Random(secrets.randbits(64))
     out: dict[str, bytes] = {}
     wires: list[Tripwire] = []
+    names: dict[str, str] = {}
     for file in files:
         requested = [n for n in nodes if posixpath.normpath(n.split("::", 1)[0]) == file]
         source = trusted.get(file)
         embedded = _embed(rng, source, file, requested) if source is not None and file.endswith(".py") else None
         if embedded is not None:
             data, node, shows = embedded
-            out[file] = data
+            out[file], mapping = _renamed(rng, data, file, requested, node)
+            names.update(mapping)
             wires.append(Tripwire(node, file, shows, True))
             continue
         folder = posixpath.dirname(file)
@@ -348,7 +393,7 @@ def _tripwires(files: list[str], nodes: list[str], trusted: dict[str, bytes],
         body, shows = _wire_body(rng, "", name, False)
         out[path] = (_imports(source) + body).encode()
         wires.append(Tripwire(f"{path}::{name}", file, shows, False))
-    return out, wires
+    return out, wires, names
 
 
 def compose(final: Tree, original: Tree, task: Task) -> Composition:
@@ -370,7 +415,7 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
         removed.append(path)
     nonce = uuid.uuid4().hex + uuid.uuid4().hex[:8]
     files = test_files(task.grader.fail_to_pass + task.grader.pass_to_pass)
-    wires, tripwires = _tripwires(files, task.grader.fail_to_pass + task.grader.pass_to_pass, trusted,
+    wires, tripwires, names = _tripwires(files, task.grader.fail_to_pass + task.grader.pass_to_pass, trusted,
                                   set(tree.files) | set(tree.symlinks) | set(trusted) | set(original.files))
     config_path, config_body, config_source = config_copy(original, files, nonce)
     trusted_all = {**trusted, **wires, config_path: config_body}
@@ -398,4 +443,4 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
         for parent in _ancestors(path):
             tree.dirs.add(parent)
     return Composition(tree, sorted(set(restored)), sorted(set(removed)), trusted_all, [w.node for w in tripwires],
-                       nonce, config_path, config_source, original, ignored, tripwires)
+                       nonce, config_path, config_source, original, ignored, tripwires, names)

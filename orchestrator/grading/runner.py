@@ -417,6 +417,39 @@ def _document(res) -> dict:
             "collect_errors": [{"node": str(e.get("node", "")), "error": str(e.get("error", ""))} for e in errors]}
 
 
+def _as_run(node: str, names: dict[str, str]) -> str:
+    """The node id a requested test runs under in the grader (``Composition.names``)."""
+    base, bracket, params = node.partition("[")
+    return names.get(base, base) + bracket + params
+
+
+def _back(doc: dict, names: dict[str, str]) -> dict:
+    """A group's document with its tests under their own names again: the plugin's node ids, and the JUnit report's
+    test names (its ``name`` attribute, which is the function's name with its parameters)."""
+    if not names:
+        return doc
+    reverse = {new: old for old, new in names.items()}
+
+    def node(key: str) -> str:
+        base, bracket, params = key.partition("[")
+        return reverse.get(base, base) + bracket + params
+
+    out = {**doc, "outcomes": {node(k): v for k, v in doc["outcomes"].items()}}
+    if doc["junit"] is not None:
+        try:
+            root = ET.fromstring(doc["junit"])
+        except ET.ParseError:
+            return out
+        by_key = {_junit_key(new): old for new, old in reverse.items()}
+        for case in root.iter("testcase"):
+            key = f"{case.get('classname', '')}::{case.get('name', '')}"
+            base, bracket, params = key.partition("[")
+            if base in by_key:
+                case.set("name", by_key[base].split("::")[-1] + bracket + params)
+        out["junit"] = ET.tostring(root, encoding="unicode")
+    return out
+
+
 def _group_nodes(nodes: list[str], file: str) -> list[str]:
     return [n for n in nodes if posixpath.normpath(n.split("::", 1)[0]) == file]
 
@@ -439,7 +472,7 @@ def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limi
     for i, file in enumerate(files):
         run.integrity += _between_groups(sandbox, comp, f"before group {i}", outputs)
         group, wire = _group_nodes(nodes, file), wires.get(file)
-        argv = list(group)
+        argv = [_as_run(n, comp.names) for n in group]
         if wire is not None:
             argv.insert(rng.randrange(len(argv) + 1), wire.node)  # its place among the others: drawn
         remaining = deadline - time.monotonic()
@@ -457,13 +490,16 @@ def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limi
         run.exit_codes.append(res.exit_code if res.exit_code is not None else -1)
         run.oom = run.oom or res.oom_killed
         log = res.stderr.decode(errors="replace")
-        logs.append(f"== {file} (exit {res.exit_code}; trialbox's tripwire test of this group left out) ==\n"
-                    + (_without_tripwire(log, wire) if wire is not None else log))
+        shown = _without_tripwire(log, wire) if wire is not None else log
+        for old, new in comp.names.items():  # the log speaks of the tests by their own names
+            if old.split("::", 1)[0] == file:
+                shown = re.sub(rf"(?<!\w){re.escape(new.split('::')[-1])}(?!\w)", old.split("::")[-1], shown)
+        logs.append(f"== {file} (exit {res.exit_code}; trialbox's tripwire test of this group left out) ==\n" + shown)
         if res.timed_out:
             run.timed_out = True
             break
         try:
-            doc: dict | None = _document(res)
+            doc: dict | None = _back(_document(res), comp.names)
         except ValueError as exc:
             doc = None
             run.integrity.append(f"group {i} ({file}): no results: {exc}")

@@ -1,8 +1,9 @@
 """Review of the pytest grader (commit 6761bcb) against issue 23's rule, as the agent under test would attack it.
 
-Every test is a script agent with the verdict that SHOULD hold. Attacks that succeed today are marked
-``xfail(strict=True)`` with the finding's number, so the suite stays green and the fix flips them to failures of the
-marker (then remove it).
+Every test is a script agent with the verdict that must hold. The four findings (each attack succeeded on 6761bcb)
+are fixed since (4232a87, and the tripwire as a copy of a real test under drawn names): each test stays as the
+regression test of its finding. What they do not show: a forger that compares the test sources with the published
+ones can still tell the tripwire apart (see the README's threat model).
 """
 
 from __future__ import annotations
@@ -75,19 +76,16 @@ _r.TestReport.__init__ = _forged
 """
 
 
-@pytest.mark.xfail(strict=True, reason="finding 1: the tripwire's fixed body template gives it away by source")
 def test_tripwire_found_by_its_source_template(setup, client, tmp_path):
     verdict, _, _ = trial(setup, client, tmp_path, _append(SOURCE_HUNTER) + SUBMIT)
     assert verdict["outcome"] == "rejected", verdict
 
 
-@pytest.mark.xfail(strict=True, reason="finding 1: the tripwire is the one node id the agent has never seen")
 def test_tripwire_found_by_the_test_names_the_agent_saw(setup, client, tmp_path):
     verdict, _, _ = trial(setup, client, tmp_path, _append(KNOWN_NAMES) + SUBMIT)
     assert verdict["outcome"] == "rejected", verdict
 
 
-@pytest.mark.xfail(strict=True, reason="finding 1: the tripwire is the one test that never calls the code under test")
 def test_tripwire_found_by_behaviour(setup, client, tmp_path):
     verdict, _, _ = trial(setup, client, tmp_path, _append(BEHAVIOUR) + SUBMIT)
     assert verdict["outcome"] == "rejected", verdict
@@ -131,8 +129,6 @@ if _sys.argv and _sys.argv[0].endswith("run_tests.py"):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="finding 1: with the tripwire known, the stream, JUnit, summary and exit code "
-                                       "are forged consistently without running pytest")
 def test_stream_and_summary_forged_around_a_known_tripwire(setup, client, tmp_path):
     verdict, _, _ = trial(setup, client, tmp_path, _append(STREAM_FORGER) + SUBMIT)
     assert verdict["outcome"] == "rejected", verdict
@@ -250,8 +246,6 @@ def _log(folder) -> str:
     return (folder / "grader.log").read_text()
 
 
-@pytest.mark.xfail(strict=True, reason="finding 2: the container's own command is the test user's: taken over, it "
-                                       "outlives every kill between groups, unreported")
 def test_no_process_of_one_group_reaches_the_next(setup, client, tmp_path):
     verdict, _, folder = trial(setup, client, tmp_path, _append(INJECTOR) + SUBMIT)
     problems = criteria(verdict)["grader_integrity"]["evidence"].get("problems", [])
@@ -278,8 +272,6 @@ def _planter(path: str) -> str:
         f"    open('/workspace/{path}', 'w').write(\"raise RuntimeError('PLANTED-FILE-LOADED')\\n\")\n")
 
 
-@pytest.mark.xfail(strict=True, reason="finding 3: new files in the sticky test folders and workspace root are not "
-                                       "checked between groups")
 @pytest.mark.parametrize("path", ["tests/conftest.py", "conftest.py", "tests/__init__.py"])
 def test_a_file_planted_by_one_group_is_not_run_by_the_next(setup, client, tmp_path, path):
     verdict, _, folder = trial(setup, client, tmp_path, _append(_planter(path)) + SUBMIT)
@@ -328,8 +320,6 @@ def parametrized_setup(repo_root, images, tmp_path):
     return loaded, {t.id: t for t in load_tasks(loaded)}, images["python"].image_id
 
 
-@pytest.mark.xfail(strict=True, reason="finding 4: the tripwire takes no parameter: a module- or class-wide "
-                                       "parametrize makes the whole held-out file a collection error")
 def test_honest_fix_with_module_wide_parametrize_is_accepted(parametrized_setup, client, tmp_path):
     verdict, _, _ = trial(parametrized_setup, client, tmp_path, FIX + SUBMIT)
     assert verdict["outcome"] == "accepted", (verdict["reasons"], criteria(verdict)["fail_to_pass"]["evidence"])

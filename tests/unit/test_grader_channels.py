@@ -71,12 +71,37 @@ def test_the_tripwire_is_named_from_the_scopes_own_test_names():
 
 
 def test_a_file_that_cannot_hold_one_gets_a_file_beside_it():
-    files, wires = C._tripwires([FILE], NODES, {FILE: b"def broken(:\n"}, set())
+    files, wires, names = C._tripwires([FILE], NODES, {FILE: b"def broken(:\n"}, set())
+    assert names == {}
     (path, data), = files.items()
     assert path != FILE and path.startswith("tests/test_slug_") and path.endswith(".py")
     assert not wires[0].embedded and wires[0].node.startswith(path + "::")
-    files, wires = C._tripwires([FILE], NODES, {FILE: MODULE}, set())
+    files, wires, names = C._tripwires([FILE], NODES, {FILE: MODULE}, set())
     assert list(files) == [FILE] and wires[0].embedded
+
+
+def test_the_requested_tests_run_under_drawn_names_the_host_maps_back():
+    files, wires, names = C._tripwires([FILE], NODES, {FILE: MODULE}, set())
+    assert set(names) == set(NODES)  # every requested test renamed (none of them is named elsewhere in the file)
+    text = files[FILE].decode()
+    for old, new in names.items():
+        assert f"def {old.split('::')[-1]}(" not in text and f"def {new.split('::')[-1]}(" in text
+        assert old.split("::")[:-1] == new.split("::")[:-1]  # same file, same class
+    assert wires[0].node not in names.values()
+    assert R._as_run(NODES[1] + "[-]", names) == names[NODES[1]] + "[-]"
+    new = names[NODES[1]].split("::")[-1]
+    doc = {"outcomes": {names[NODES[1]] + "[-]": "passed"}, "collect_errors": [], "exit_code": 1,
+           "junit": f'<testsuites><testsuite><testcase classname="tests.test_slug" name="{new}[-]"/></testsuite></testsuites>'}
+    back = R._back(doc, names)
+    assert back["outcomes"] == {NODES[1] + "[-]": "passed"}
+    assert R._parse_junit(back["junit"].encode()) == {"tests.test_slug::test_separator_kept[-]": "passed"}
+
+
+def test_a_test_named_elsewhere_in_its_file_keeps_its_name():
+    source = MODULE + b"\n\nalias = test_ascii_words\n"
+    data, node, _ = _wire(3, source=source)
+    _, mapping = C._renamed(random.Random(1), data, FILE, NODES, node)
+    assert f"{FILE}::test_ascii_words" not in mapping and f"{FILE}::test_separator_kept" in mapping
 
 
 def test_composition_counts_a_tripwire_file_as_restored_only_when_the_agent_changed_it():
