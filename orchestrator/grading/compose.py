@@ -366,8 +366,9 @@ def _tripwires(files: list[str], nodes: list[str], trusted: dict[str, bytes],
     """One tripwire per test-file group, made to be indistinguishable from the group's tests by anything the test
     process can read: it is *inside the group's own file* (the same imports, fixtures, marks and module-level code),
     in the scope of a requested test drawn at random, at a position drawn at random among that scope's tests, named
-    from their own names' tokens, and fails like an ordinary assertion on two ordinary numbers. Which node it is, and
-    the numbers its failure must show, stay on the host. A file that cannot hold one (it does not parse, it is not
+    from their own names' tokens, a copy of one of them that must fail (``_embed``), and the file's requested tests
+    run under drawn names too (``_renamed``). Which node it is, the names, and the values its failure must show stay
+    on the host. A file that cannot hold one (it does not parse, it is not
     Python) gets it in a file of its own beside it, named from the group's file name and its tests' tokens."""
     rng = random.Random(secrets.randbits(64))
     out: dict[str, bytes] = {}

@@ -12,23 +12,25 @@ it), the trusted copy of the repository's pytest configuration, one tripwire
 test per test file, and the install outputs put back over whatever the agent
 left at their paths. New files the agent added elsewhere stay. Nothing else of
 the agent's environment goes in: not its container, not its processes, not its
-``.git``. Every trusted file is checked byte for byte before any test runs.
+``.git``. Every trusted file is checked byte for byte before any test runs, between the groups and after the last.
 
-Tests run through ``grader_tools/run_tests.py`` (see there for the
-safeguards: one process per test file, the configuration copy guarded between
-them); results come back from ``/tmp/grader-out`` (outside the workspace)
-through two channels, JUnit XML and trialbox's plugin, and both are
-cross-checked with the exit code the engine reports for the process. What they
-disagree on is reported as an integrity problem.
+The trusted files (held-out tests, ``conftest.py`` files, the configuration copy, the tripwires' files) go in
+root's and read-only, in folders root's with the sticky bit; the workspace root and the container's init and command
+are root's too (``grader_spec``). The tests run as the sandbox user, who can therefore neither change, replace, move
+nor remove a trusted file, nor signal, trace or take over a process of trialbox's.
 
-Limits of what can be known: the code under test runs in its group's test
-process, so it can, in principle, rewrite that group's result channels
-consistently. The grader detects inconsistent tampering (channels that
-disagree, a requested test with no outcome, an exit code that contradicts the
-outcomes, a tripwire that did not fail with its nonce, a configuration copy
-that changed) and the scope criterion rejects the planted files that usually
-carry it (conftest.py, sitecustomize.py, .pth files, pytest configuration). A
-forger that finds the tripwire by reading the test sources is not detected.
+The host drives the run (``_run_test_groups``): one command per test file's group, ``grader_tools/run_tests.py``
+(see there for the safeguards of the session itself), its configuration in that command's environment. Before each
+group and after the last (``_between_groups``), every process of the sandbox user is killed, and a command as root
+shows that none is left, every trusted file is in place and still root's, and nothing importable appeared in a
+folder of trusted files or above one. A group's results come back on its command's output (one document: the
+plugin's outcomes, pytest's exit code, the JUnit report), read as that command ends; ``_judge`` cross-checks them
+with the exit code the engine saw, with pytest's summary line in the log and with the group's tripwire.
+
+Limits of what can be known: the code under test runs in its group's test process, so it can rewrite that
+group's reports consistently. The grader detects a forger that cannot tell the tripwire from the real tests
+(``compose._tripwires``: a copy of a real test in its file, under drawn names, whose identity stays on the host);
+a forger that tells it apart by comparing the test sources with published ones is not detected.
 """
 
 from __future__ import annotations
