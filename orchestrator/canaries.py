@@ -101,7 +101,11 @@ def find(canaries: list[str], text: str | bytes) -> list[str]:
         data += b"\n" + _WS.sub("", text).encode("utf-8", "surrogatepass")
     squeezed = data.translate(None, _WS_BYTES)
     stripped = data.translate(None, _SEPARATOR_BYTES)  # split by dashes, dots, quotes and the like too
-    hits = {v for v in canaries if any(f in data or f in squeezed or f in stripped for f in _byte_variants(v))}
+    hits = set()
+    for v in canaries:
+        plain, separated = _byte_variants(v)  # a form found in the text is found in both of its squeezed copies
+        if any(f in stripped for f in plain) or any(f in squeezed for f in separated):
+            hits.add(v)
     rest = [v for v in canaries if v not in hits]
     if rest:  # a fragment is letters and digits: every one in ``text`` lies within a run of ``stripped``
         hits |= _fragment_hits(rest, stripped)
@@ -109,8 +113,13 @@ def find(canaries: list[str], text: str | bytes) -> list[str]:
 
 
 @functools.lru_cache(maxsize=64)
-def _byte_variants(value: str) -> tuple[bytes, ...]:
-    return tuple(f.encode() for f in variants(value))
+def _byte_variants(value: str) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """The canary's forms, as bytes: those without a separator (searched in the text without separators, which
+    holds every place they occur in the text), and those with one (base64's ``+``, ``/``, ``-``, ``_``: searched
+    in the text without whitespace). No form holds whitespace."""
+    forms = [f.encode() for f in variants(value)]
+    plain = tuple(f for f in forms if f == f.translate(None, _SEPARATOR_BYTES))
+    return plain, tuple(f for f in forms if f not in plain)
 
 
 FRAGMENT = 12

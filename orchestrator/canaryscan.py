@@ -119,17 +119,50 @@ def _signatures(data: bytes, cap: int) -> list[int]:
 _HEX_RUN = re.compile(rb"(?:[0-9a-fA-F]{2}){16,}")
 
 
-MAX_SIGNATURES = 4096
-"""Places in one file where a compressed stream is tried (a signature can occur by chance in binary data)."""
+MAX_SIGNATURES = 1 << 16
+"""Places in one file where a compressed stream is tried (a signature occurs by chance about once in 16 KiB of
+binary data; a false one fails within its first bytes, so a 1 GiB binary stays within it)."""
 
 MAX_LZMA_MEMORY = 256 << 20
-"""What an xz or lzma stream may ask to be decoded with (its dictionary); beyond it, a bound is recorded."""
+"""What an xz stream may ask to be decoded with (its dictionary, in a block header under a checksum); beyond it, a
+bound is recorded. ``.lzma`` streams and zip members are decoded with ``LZMA_DICTIONARY`` whatever they ask."""
 
 WINDOW = 4 << 20
 """Text is searched in windows of this size, overlapping by ``OVERLAP`` (memory stays a small multiple of it)."""
 OVERLAP = 64 << 10
 
 _EBCDIC = "cp037"  # cp500 and cp1140 give letters and digits the same bytes
+
+
+_FEED = 1 << 16
+"""A decompressor is fed this much at a time: a false signature fails within its first bytes, whatever follows."""
+
+
+def _feed(d, view: memoryview, limit: int) -> bytes:
+    """What decompressor ``d`` makes of ``view``, at most ``limit + 1`` bytes. Fed in pieces: handing it the whole
+    rest of a file at every false signature cost time in the file's size for each (quadratic over a large one)."""
+    out, pos, n = bytearray(), 0, len(view)
+    if hasattr(d, "unconsumed_tail"):  # zlib
+        tail = b""
+        while len(out) <= limit:
+            if not tail:
+                if pos >= n:
+                    break
+                tail, pos = view[pos:pos + _FEED], pos + _FEED
+            out += d.decompress(tail, limit + 1 - len(out))
+            tail = d.unconsumed_tail
+            if d.eof:
+                break
+        return bytes(out)
+    while len(out) <= limit and not d.eof:  # bz2, lzma
+        if d.needs_input:
+            if pos >= n:
+                break
+            chunk, pos = view[pos:pos + _FEED], pos + _FEED
+        else:
+            chunk = b""
+        out += d.decompress(chunk, max_length=limit + 1 - len(out))
+    return bytes(out)
 
 
 def _zip_member(data: bytes, at: int, limit: int) -> bytes | None:
@@ -146,22 +179,35 @@ def _zip_member(data: bytes, at: int, limit: int) -> bytes | None:
         return None
     view = memoryview(data)[start:]
     if method == 8:
-        return zlib.decompressobj(-15).decompress(view, limit + 1)
+        return _feed(zlib.decompressobj(-15), view, limit)
     if method == 12:
-        return bz2.BZ2Decompressor().decompress(view, max_length=limit + 1)
+        return _feed(bz2.BZ2Decompressor(), view, limit)
     if method == 14:  # two bytes of version, two of the properties' length, the properties, then raw LZMA1
         props_len = struct.unpack_from("<H", data, start + 2)[0]
         props = bytes(view[4:4 + props_len])
         spec = lzma._decode_filter_properties(lzma.FILTER_LZMA1, props)  # noqa: SLF001  (zipfile does the same)
-        if spec.get("dict_size", 0) > MAX_LZMA_MEMORY:
-            raise _TooMuchMemory
-        return lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[spec]).decompress(view[4 + props_len:],
-                                                                                 max_length=limit + 1)
+        return _feed(_raw_lzma1(spec), view[4 + props_len:], limit)
     return None
 
 
-class _TooMuchMemory(Exception):
-    pass
+LZMA_DICTIONARY = 32 << 20
+"""The dictionary an lzma stream is decoded with whatever its header asks: enough for the at most 16 MiB read of
+it (a reference further back than what is read cannot occur), and no header can make the scan allocate more."""
+
+
+def _raw_lzma1(spec: dict) -> lzma.LZMADecompressor:
+    spec = {**spec, "dict_size": max(4096, min(int(spec.get("dict_size", LZMA_DICTIONARY)), LZMA_DICTIONARY))}
+    return lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[spec])
+
+
+def _lzma_alone(data: bytes, at: int) -> tuple[lzma.LZMADecompressor, int]:
+    """A ``.lzma`` stream's decoder (its 13-byte header read here: properties, dictionary, size) and where its
+    data starts. Decoded raw, with ``LZMA_DICTIONARY`` at most."""
+    props = data[at]
+    lc, rest = props % 9, props // 9
+    spec = {"id": lzma.FILTER_LZMA1, "lc": lc, "lp": rest % 5, "pb": rest // 5,
+            "dict_size": int.from_bytes(data[at + 1:at + 5], "little")}
+    return _raw_lzma1(spec), at + 13
 
 
 def _decompress(data: bytes, at: int, limit: int, result: Scan) -> list[tuple[bytes, bool]]:
@@ -178,20 +224,13 @@ def _decompress(data: bytes, at: int, limit: int, result: Scan) -> list[tuple[by
             elif head.startswith(b"\xfd7zXZ"):
                 d = lzma.LZMADecompressor(lzma.FORMAT_XZ, memlimit=MAX_LZMA_MEMORY)
             elif head.startswith(b"\x5d\x00\x00"):
-                d = lzma.LZMADecompressor(lzma.FORMAT_ALONE, memlimit=MAX_LZMA_MEMORY)
+                d, at = _lzma_alone(data, at)
             else:
                 d = zlib.decompressobj()
-            view = memoryview(data)[at:]  # no copy per candidate signature
-            if isinstance(d, (bz2.BZ2Decompressor, lzma.LZMADecompressor)):
-                chunk = d.decompress(view, max_length=limit + 1)
-            else:
-                chunk = d.decompress(view, limit + 1)
-    except _TooMuchMemory:
-        result.reached(f"an lzma stream asks for more than {MAX_LZMA_MEMORY} bytes of memory: not opened")
-        return []
+            chunk = _feed(d, memoryview(data)[at:], limit)  # no copy per candidate signature
     except lzma.LZMAError as exc:
         if "memory" in str(exc).lower():
-            result.reached(f"an xz or lzma stream asks for more than {MAX_LZMA_MEMORY} bytes of memory: not opened")
+            result.reached(f"an xz stream asks for more than {MAX_LZMA_MEMORY} bytes of memory: not opened")
         return []
     except (OSError, EOFError, ValueError, zlib.error, NotImplementedError, RuntimeError, struct.error, KeyError):
         return []  # not a stream after all (or a broken one): its bytes were scanned as they are
@@ -321,18 +360,17 @@ def _texty(sample: bytes) -> bool:
 def _worth_opening(out: bytes, aligned: bool) -> str | None:
     """How far a decoded base64 or hex run is opened (a canary's own base64 or hex is among its forms, found
     without decoding): ``"all"`` for a compressed stream encoded whole, text (another encoding may sit in it), a
-    further run, a canary's characters as UTF-16; ``"streams"`` (its signatures only) for bytes read from the
-    run's first character (``aligned``) with a signature inside (a container); else ``None``. The other
-    alignments of a run decode to noise unless the run starts inside the payload's first group: noise is not
-    searched (it would only multiply the work)."""
+    canary's characters as UTF-16, and, read from the run's first character (``aligned``), a further run;
+    ``"streams"`` (its compression signatures tried, nothing else: cheap, a false signature fails in a few bytes)
+    for other bytes with a signature inside (a container); else ``None``. The other alignments of a run decode
+    to noise unless the run starts inside the payload's first group: noise is never searched as text (that only
+    multiplied the work)."""
     if len(out) < 8:
         return None
     sample = out[:1 << 16]
     if _MAGIC.match(out) or _texty(sample) or _WIDE_TEXT.search(out):
         return "all"
-    if not aligned:
-        return None
-    if _B64_RUN.search(out) or _HEX_RUN.search(out):
+    if aligned and (_B64_RUN.search(out) or _HEX_RUN.search(out)):
         return "all"
     return "streams" if len(out) >= 256 and _signatures(out, 0) else None
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import base64
 import io
+import lzma
 import os
+import struct
 import time
 import zipfile
+import zlib
 
 from orchestrator import canaryscan as C
 from orchestrator.canaries import new_canaries, strings
@@ -116,6 +119,12 @@ def test_the_byte_budget_is_a_bound_reached_and_what_was_read_is_still_searched(
     assert any("bytes to scan in all" in b for b in scan["b"].bounds_reached)
 
 
+def test_a_container_is_opened_whatever_the_runs_alignment():
+    payload = b"head" * 100 + zlib.compress(CANARY[0].encode() + bytes(300))  # no signature at its start
+    for glue in (b"", b"x", b"xy", b"xyz"):  # characters of base64's alphabet glued before the encoded payload
+        assert C.scan(CANARY, [b"k=" + glue + base64.b64encode(payload)]).found == {CANARY[0]}, glue
+
+
 def test_a_canary_is_found_in_the_child_as_in_process():
     hidden = base64.b64encode(_zip({"x": CANARY[1]}))
     assert C.scan_parts(CANARY, {"diff": [hidden]})["diff"].found == {CANARY[1]}
@@ -189,3 +198,18 @@ def test_a_canary_in_a_request_the_proxy_refused_is_found_where_the_events_keep_
     assert found == {"proxy_refused": 2}
     honest = [{"kind": "proxy_probe", "seq": 1, "method": "HEAD", "path": "/api/hello"}]
     assert _secrets(events=honest)["secrets"].passed
+
+
+def test_a_large_honest_binary_is_scanned_within_the_budget_not_stopped_at_a_bound():
+    data = os.urandom(24 << 20)  # ~1,500 chance compression signatures: each tried, none opened
+    t0 = time.process_time()
+    scan = C.scan(CANARY, [data])
+    assert scan.bounds_reached == [] and scan.streams == 0
+    assert time.process_time() - t0 < 30  # trying every false signature costs its first bytes, not the file's rest
+
+
+def test_an_lzma_header_asking_for_a_huge_dictionary_neither_hides_its_stream_nor_costs_its_memory():
+    stream = lzma.compress(CANARY[0].encode() * 3, format=lzma.FORMAT_ALONE)
+    greedy = stream[:1] + struct.pack("<I", 0xF0000000) + stream[5:]  # 3.75 GiB asked for
+    scan = C.scan_parts(CANARY, {"diff": [b"head" + greedy]}, C.ScanBounds(max_memory_bytes=512 << 20))["diff"]
+    assert scan.found == {CANARY[0]} and scan.bounds_reached == []
