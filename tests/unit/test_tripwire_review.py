@@ -344,3 +344,61 @@ def test_rename_keeps_tests_named_by_a_conftest(monkeypatch, tmp_path):
                    [R._as_run(n, names) for n in nodes] + [wires[0].node])
         got = R.select({k: v[0] for k, v in res.items()}, [R._as_run(nodes[0], names)], R._junit_key)
         assert got == {R._as_run(nodes[0], names): "passed"}, (seed, names, res)
+
+
+# Finding 7, the common form: snapshot / golden-file tests find their expected output by the test's own name
+# (syrupy, pytest-snapshot, approvaltests, or a fixture of the repository's reading ``request.node.name``). Under a
+# drawn name the golden file is not found and the honest fix's test fails.
+GOLDEN_CONFTEST = b"""import pathlib
+import pytest
+
+@pytest.fixture
+def golden(request):
+    return (pathlib.Path(__file__).parent / "golden" / (request.node.originalname + ".txt")).read_text().strip()
+"""
+GOLDEN_TESTS = "from lib import double\n\n\ndef test_double_text(golden):\n    assert str(double(2)) == golden\n" \
+               "\n\ndef test_double():\n    assert double(2) == 4\n"
+
+
+@pytest.mark.xfail(strict=True, reason="finding 7: a golden file named after the test is not found under its drawn name")
+def test_rename_keeps_golden_files_named_after_the_test(monkeypatch, tmp_path):
+    nodes = [f"{FILE}::test_double_text", f"{FILE}::test_double"]
+    for seed in range(4):
+        out, wires, names = _compose(monkeypatch, seed, GOLDEN_TESTS, nodes)
+        res = _run(tmp_path, {**out, "tests/conftest.py": GOLDEN_CONFTEST, "tests/golden/test_double_text.txt": b"4\n"},
+                   [R._as_run(n, names) for n in nodes] + [wires[0].node])
+        got = R.select({k: v[0] for k, v in res.items()}, [R._as_run(nodes[0], names)], R._junit_key)
+        assert got == {R._as_run(nodes[0], names): "passed"}, (seed, names)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Finding 11 (false rejection): the copy runs its model's body once more, against the same module- or session-scoped
+# fixtures and module state. A test that is correct but not idempotent (it adds to a module-scoped store and counts,
+# registers a name that may be registered once, creates a file exclusively) fails when its copy ran first (the
+# tripwire's place among the command's arguments is drawn: about one group in two), and the honest fix is rejected
+# on fail_to_pass. Shown with the tripwire first among the arguments, one of the orders the runner draws.
+# ---------------------------------------------------------------------------------------------------------------
+
+SHARED_STORE = """import pytest
+from lib import double
+
+
+@pytest.fixture(scope="module")
+def store():
+    return []
+
+
+def test_add(store):
+    store.append(double(1))
+    assert len(store) == 1
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="finding 11: the copy mutates a module-scoped fixture first: its model then fails")
+def test_copy_of_a_test_with_shared_state(monkeypatch, tmp_path):
+    nodes = [f"{FILE}::test_add"]
+    for seed in range(3):
+        out, wires, names = _compose(monkeypatch, seed, SHARED_STORE, nodes)
+        res = _run(tmp_path, out, [wires[0].node] + [R._as_run(n, names) for n in nodes])
+        got = R.select({k: v[0] for k, v in res.items()}, [R._as_run(nodes[0], names)], R._junit_key)
+        assert got == {R._as_run(nodes[0], names): "passed"}, (seed, names)
