@@ -247,7 +247,9 @@ def test_zero(x):
     (PLAIN.replace("def test_more", "\f\ndef test_more").encode(), ["test_double", "test_more"]),
     (("# -*- coding: latin-1 -*-\n# caf\xe9\n" + PLAIN).encode("latin-1"), ["test_double", "test_more"]),
     (MULTILINE_PARAMS.encode(), ["test_pairs", "test_zero"]),
-], ids=["crlf", "form-feed", "latin-1", "multi-line-decorators"])
+    (b"from lib import double\n\n\ndef test_double(): assert double(2) == 4\n\n\ndef test_more(): assert double(5) == 10\n",
+     ["test_double", "test_more"]),
+], ids=["crlf", "form-feed", "latin-1", "multi-line-decorators", "one-line-tests"])
 @pytest.mark.xfail(strict=True, reason="finding 6: a file that parses gets its tripwire as a template in a file of its own")
 def test_parsing_files_hold_their_tripwire(monkeypatch, raw, nodes):
     for seed in range(4):
