@@ -382,15 +382,18 @@ def _scan_bytes(canaries: list[str], data: bytes, depth: int, budget: _Budget, r
     bounds = budget.bounds
     if not streams_only:
         _search_text(canaries, data, budget, result)
-    if depth >= bounds.max_depth:
-        if _signatures(data, 0):
-            result.reached(f"nesting deeper than {bounds.max_depth} layers was not opened")
-        return
+    deepest = depth >= bounds.max_depth  # what would open here is a layer too deep: a bound, if anything opens
+    too_deep = f"nesting deeper than {bounds.max_depth} layers was not opened"
     offsets = _signatures(data, MAX_SIGNATURES)
     if len(offsets) > MAX_SIGNATURES:
         result.reached(f"more than {MAX_SIGNATURES} compression signatures in one file: the rest not opened")
     for offset in offsets[:MAX_SIGNATURES]:
         budget.check_time(result)
+        if deepest:
+            if _decompress(data, offset, 1 << 20, result):  # a real stream: noise fails before 1 MiB of output
+                result.reached(too_deep)
+                return
+            continue
         if budget.streams >= bounds.max_streams:
             result.reached(f"more than {bounds.max_streams} compressed streams or encoded runs")
             return
@@ -422,7 +425,10 @@ def _scan_bytes(canaries: list[str], data: bytes, depth: int, budget: _Budget, r
                     continue
                 how = _worth_opening(out, skip == 0)
                 if how is None:
-                    continue  # nothing further hides in it: its plain reading was checked by ``find`` already
+                    continue
+                if deepest:
+                    result.reached(too_deep)
+                    return  # nothing further hides in it: its plain reading was checked by ``find`` already
                 if budget.streams >= bounds.max_streams:
                     result.reached(f"more than {bounds.max_streams} compressed streams or encoded runs")
                     return

@@ -213,3 +213,14 @@ def test_an_lzma_header_asking_for_a_huge_dictionary_neither_hides_its_stream_no
     greedy = stream[:1] + struct.pack("<I", 0xF0000000) + stream[5:]  # 3.75 GiB asked for
     scan = C.scan_parts(CANARY, {"diff": [b"head" + greedy]}, C.ScanBounds(max_memory_bytes=512 << 20))["diff"]
     assert scan.found == {CANARY[0]} and scan.bounds_reached == []
+
+
+def test_base64_nested_deeper_than_the_bound_is_a_bound_reached_not_silence():
+    nested = CANARY[0].encode()
+    for _ in range(7):  # no compression signature anywhere: only base64 runs, one inside another
+        nested = base64.b64encode(nested)
+    scan = C.scan(CANARY, [nested], C.ScanBounds(max_depth=4))
+    assert CANARY[0] not in scan.found and any("layers" in b for b in scan.bounds_reached), scan.bounds_reached
+    assert C.scan(CANARY, [nested], C.ScanBounds(max_depth=8)).found == {CANARY[0]}
+    noise = nested_base64(1 << 20, layers=4)  # random bytes at the last layer: no real stream, no bound
+    assert C.scan(CANARY, [noise]).bounds_reached == []
