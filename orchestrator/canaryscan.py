@@ -503,8 +503,10 @@ def scan_parts(canaries: list[str], parts: dict[str, list[bytes]], bounds: ScanB
                 for blob, take in zip(blobs, lengths[name]):
                     f.write(memoryview(blob)[:take])
             f.seek(0)
-            proc = subprocess.run([sys.executable, "-m", "orchestrator.canaryscan"], stdin=f, capture_output=True,
-                                  env=env, cwd=package_root,  # ``-m`` puts the working folder first on the path
+            # -S: no site (standard library and this package only, no .pth of the environment runs in it); ``-m``
+            # puts the working folder first on the path: the package's own
+            proc = subprocess.run([sys.executable, "-S", "-m", "orchestrator.canaryscan"], stdin=f, capture_output=True,
+                                  env=env, cwd=package_root,
                                   timeout=bounds.max_seconds + 15)
         for line in proc.stdout.splitlines():
             try:
