@@ -346,3 +346,44 @@ def test_crlf_held_out_file_tripwire_told_apart(repo_root, images, client, tmp_p
 def test_crlf_held_out_file_honest_fix_is_accepted(repo_root, images, client, tmp_path):
     verdict, _ = _honest(repo_root, images, client, tmp_path, _crlf_held_out)
     _accepted(verdict)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Finding 13 (untouched task accepted, no tripwire told apart): one group's document may carry outcomes of another
+# group's tests, and the host merges every group's outcomes (``plugin_all.update``, ``junit_all.update``) into the
+# verdict. Group 0 (tests/test_slug.py, which passes honestly and whose tripwire fails honestly) feeds pytest itself
+# reports of group 1's tests under their published names, so its plugin, its JUnit report, its exit code and its
+# summary line all agree; group 1 (whose tests fail) sends no outcomes and no JUnit report at all, so "nothing of
+# the group passed" and its tripwire is never consulted.
+# ---------------------------------------------------------------------------------------------------------------
+
+CROSS_GROUP = r"""
+import gc as _gc, sys as _sys
+def _cross():
+    if not (_sys.argv and _sys.argv[0].endswith("run_tests.py")):
+        return
+    from _pytest.config import Config
+    from _pytest.reports import TestReport
+    cfg = next(o for o in _gc.get_objects() if isinstance(o, Config))
+    if any("test_slug_unicode.py" in a for a in _sys.argv[1:]):  # group 1: silent
+        cfg.pluginmanager.unregister(_sys.modules["trialbox_grader_plugin"])
+        from _pytest.junitxml import xml_key
+        cfg.stash[xml_key].logfile = "/dev/null"
+        return
+    for name in ("test_accents", "test_mixed"):  # group 0: group 1's tests, passed, through pytest's own hooks
+        node = "tests/test_slug_unicode.py::" + name
+        for when in ("setup", "call", "teardown"):
+            cfg.hook.pytest_runtest_logreport(report=TestReport(node, ("tests/test_slug_unicode.py", 3, name), {},
+                                                                "passed", None, when))
+try:
+    _cross()
+except Exception as _e:
+    print("CROSS FAILED", repr(_e), file=_sys.stderr)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="finding 13: outcomes of one group's tests are taken from another group's document")
+def test_outcomes_of_another_group_are_not_taken(setup, client, tmp_path):
+    verdict, _, folder = trial(setup, client, tmp_path, _append(CROSS_GROUP) + SUBMIT)
+    assert "CROSS FAILED" not in (folder / "grader.log").read_text()
+    assert verdict["outcome"] == "rejected", verdict
