@@ -113,6 +113,9 @@ class Tripwire:
     fails wherever its model's code fails."""
     embedded: bool
     """Inside the group's own test file (False: in a file of its own beside it, when that file cannot hold it)."""
+    model: str | None = None
+    """The requested test it is a copy of (its node id, under its own name): where that test did not pass (skipped
+    by a mark or by itself, xfailed), the copy may not fail either."""
 
 
 def _scope_of(module: ast.Module, classes: list[str]) -> list[ast.stmt] | None:
@@ -157,19 +160,48 @@ OUTCOME_MARKS = ("xfail", "skip")
 """Marks of the model test that are not copied: they would make the copy skipped or xfailed, not failed."""
 
 
-def _mutated(rng: random.Random, value: object) -> object | None:
-    """Another value of the same type (None: not a value the copy's last assertion can be made to fail on)."""
-    if isinstance(value, bool) or value is None:
+def _mutated(rng: random.Random, value: object, pool: list[object] = ()) -> object | None:
+    """Another value of the same type, changed in a drawn way, or another constant of the file of that type (None:
+    not a value the copy's last assertion can be made to fail on; floats are left alone, their sums can round back)."""
+    if isinstance(value, bool) or value is None or isinstance(value, float):
         return None
-    if isinstance(value, str):
-        return value + rng.choice("abcdefghkmnpqrstuvwxyz") if value else rng.choice(WORDS)
-    if isinstance(value, bytes):
-        return value + rng.choice(WORDS).encode()
+    others = [v for v in pool if type(v) is type(value) and v != value and v is not None]
+    if others and rng.random() < 0.5:
+        return rng.choice(others)
+    if isinstance(value, (str, bytes)):
+        letter = rng.choice("abcdefghkmnprstuvwxyz")
+        piece = letter.encode() if isinstance(value, bytes) else letter
+        if not value:
+            return piece * rng.randrange(1, 4)
+        at = rng.randrange(len(value) + 1)
+        how = rng.choice(("insert", "drop", "swap"))
+        if how == "drop" and len(value) > 1:
+            out = value[:min(at, len(value) - 1)] + value[min(at, len(value) - 1) + 1:]
+        elif how == "swap" and len(value) > 1:
+            i = min(at, len(value) - 1)
+            out = value[:i] + piece + value[i + 1:]
+        else:
+            out = value[:at] + piece + value[at:]
+        return out if out != value else value + piece
     if isinstance(value, int):
-        return value + rng.randrange(1, 97)
-    if isinstance(value, float):
-        return value + rng.randrange(1, 97) + 0.5
+        delta = rng.randrange(1, 97)
+        return value + delta if rng.random() < 0.5 or value - delta == value else value - delta
     return None
+
+
+def _decorators(lines: list[str], model: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str] | None:
+    """The model's decorators as written (each over as many lines as it takes), but the marks that would make a copy
+    skipped or xfailed instead of failed; None when one shares a line with another statement."""
+    out = []
+    for d in model.decorator_list:
+        if d.end_lineno is None or d.col_offset < 1 or lines[d.lineno - 1][:d.col_offset - 1].strip():
+            return None
+        chunk = "".join(lines[d.lineno - 1:d.end_lineno])
+        if lines[d.end_lineno - 1].rstrip("\r\n")[d.end_col_offset or 0:].strip():
+            return None
+        if not any(m in chunk for m in OUTCOME_MARKS):
+            out.append(chunk)
+    return out
 
 
 def _literal_like(written: str, value: object) -> str | None:
@@ -193,7 +225,7 @@ def _literal_like(written: str, value: object) -> str | None:
 
 
 def _copy_of(rng: random.Random, text: str, lines: list[str], model: ast.FunctionDef | ast.AsyncFunctionDef,
-             name: str) -> str | None:
+             name: str, pool: list[object] = ()) -> str | None:
     """``model`` as written (its decorators but the outcome marks, its signature, its body) under ``name``, with the
     constant its last assertion compares with changed to another of the same type, so that it fails wherever the
     model passes and wherever it fails (None: its last statement is no such assertion, or it spans lines oddly)."""
@@ -203,23 +235,24 @@ def _copy_of(rng: random.Random, text: str, lines: list[str], model: ast.Functio
         return None
     side = next((n for n in (last.test.comparators[0], last.test.left)
                  if isinstance(n, ast.Constant) and n.lineno == n.end_lineno and _mutated(rng, n.value) is not None), None)
+    if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("skip", "importorskip", "xfail")
+           for n in ast.walk(model)):
+        return None  # it may skip or xfail itself: no copy that must fail
     first = model.body[0]
     if side is None or first.lineno <= model.lineno or any(
             isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)) for n in ast.walk(model)):
         return None
-    new = _mutated(rng, side.value)
-    decorators = []
-    for d in model.decorator_list:
-        segment = ast.get_source_segment(text, d)
-        if segment is None or "\n" in segment:
-            return None
-        if not any(m in segment for m in OUTCOME_MARKS):
-            decorators.append(" " * model.col_offset + "@" + segment + "\n")
+    new = _mutated(rng, side.value, pool)
+    decorators = _decorators(lines, model)
+    if decorators is None:
+        return None
     header = "".join(lines[model.lineno - 1:first.lineno - 1])
     renamed = re.sub(rf"\bdef\s+{re.escape(model.name)}\b", f"def {name}", header, count=1)
     if renamed == header:
         return None
     body = lines[first.lineno - 1:last.lineno - 1]
+    if first.lineno <= model.lineno:
+        return None
     line = lines[last.lineno - 1].encode("utf-8")  # AST columns are UTF-8 byte offsets
     literal = _literal_like(line[side.col_offset:side.end_col_offset].decode("utf-8"), new)
     if literal is None:
@@ -235,13 +268,9 @@ def _simple_wire(rng: random.Random, text: str, lines: list[str], model: ast.Fun
     first = model.body[0]
     if first.lineno <= model.lineno:
         return None
-    decorators = []
-    for d in model.decorator_list:
-        segment = ast.get_source_segment(text, d)
-        if segment is None or "\n" in segment:
-            return None
-        if not any(m in segment for m in OUTCOME_MARKS):
-            decorators.append(" " * model.col_offset + "@" + segment + "\n")
+    decorators = _decorators(lines, model)
+    if decorators is None:
+        return None
     header = "".join(lines[model.lineno - 1:first.lineno - 1])
     renamed = re.sub(rf"\bdef\s+{re.escape(model.name)}\b", f"def {name}", header, count=1)
     if renamed == header:
@@ -255,7 +284,8 @@ def _simple_wire(rng: random.Random, text: str, lines: list[str], model: ast.Fun
     return "".join([*decorators, renamed, body]), (str(observed), str(expected))
 
 
-def _embed(rng: random.Random, source: bytes, file: str, requested: list[str]) -> tuple[bytes, str, tuple[str, ...]] | None:
+def _embed(rng: random.Random, source: bytes, file: str,
+           requested: list[str]) -> tuple[bytes, str, tuple[str, ...], str] | None:
     """``source`` with a tripwire among its tests, in the scope (module or test class) of one requested node drawn
     at random, before one of that scope's tests drawn at random (or after the last), named from that scope's own
     test names. The tripwire is a copy of one of that scope's tests drawn at random (its decorators, signature and
@@ -268,7 +298,7 @@ def _embed(rng: random.Random, source: bytes, file: str, requested: list[str]) -
         module = parse(text)
     except (UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    if not requested or "\r" in text or "\f" in text:
+    if not requested or "\f" in text or re.search(r"\r(?!\n)", text):
         return None
     classes = rng.choice(requested).split("::")[1:-1]
     scope = _scope_of(module, classes)
@@ -277,26 +307,31 @@ def _embed(rng: random.Random, source: bytes, file: str, requested: list[str]) -
     defs = _test_defs(scope)
     if not defs:
         return None
+    nl = "\r\n" if "\r\n" in text else "\n"
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
+        lines[-1] += nl
     taken = {n.name for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     name = _draw_name(rng, [d.name for d in defs], taken)
-    models = rng.sample(defs, len(defs))
-    wire = next(((c, ()) for m in models if (c := _copy_of(rng, text, lines, m, name)) is not None), None)
+    wanted = {n.split("::")[-1].split("[", 1)[0] for n in requested if n.split("::")[1:-1] == classes}
+    models = rng.sample([d for d in defs if d.name in wanted], len([d for d in defs if d.name in wanted]))
+    pool = [n.value for n in ast.walk(module) if isinstance(n, ast.Constant)]
+    wire = next(((c, (), m) for m in models if (c := _copy_of(rng, text, lines, m, name, pool)) is not None), None)
     if wire is None:
-        wire = next((w for m in models if (w := _simple_wire(rng, text, lines, m, name)) is not None), None)
+        wire = next(((*w, m) for m in models if (w := _simple_wire(rng, text, lines, m, name)) is not None), None)
     if wire is None:
         return None
-    body, shows = wire
-    pick = rng.randrange(len(defs) + 1)
-    if pick < len(defs):
-        d = defs[pick]
+    body, shows, model = wire
+    body = body.replace("\r\n", "\n").replace("\n", nl)
+    later = [d for d in defs if d.lineno > model.lineno]  # after its model: a copy that changes shared state runs last
+    pick = rng.randrange(len(later) + 1)
+    if pick < len(later):
+        d = later[pick]
         at = min([d.lineno, *(x.lineno for x in d.decorator_list)]) - 1
-        body += "\n" if classes else "\n\n"
+        body += nl if classes else nl * 2
     else:
         at = defs[-1].end_lineno or len(lines)
-        body = ("\n" if classes else "\n\n") + body
+        body = (nl if classes else nl * 2) + body
     lines.insert(at, body)
     node = "::".join([file, *classes, name])
     out = "".join(lines)
@@ -304,15 +339,24 @@ def _embed(rng: random.Random, source: bytes, file: str, requested: list[str]) -
         parse(out)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    return out.encode("utf-8"), node, shows
+    return out.encode("utf-8"), node, shows, "::".join([file, *classes, model.name])
+
+
+NAME_READERS = (b"node.name", b"originalname", b"nodeid", b"request.node", b".name ==", b"item.name", b"snapshot")
+"""Words in a trusted file that say a test may find something by its own name (a golden file, a snapshot, a marker
+set by name in a conftest): its file's tests keep their names."""
 
 
 def _renamed(rng: random.Random, data: bytes, file: str, requested: list[str],
-             wire: str) -> tuple[bytes, dict[str, str]]:
+             wire: str, trusted: dict[str, bytes] | None = None) -> tuple[bytes, dict[str, str]]:
     """``data`` with each requested test function renamed to a name drawn like the tripwire's (from its scope's own
     tokens), so the names an agent saw in the repository or a published grader folder name none of the tests the
     grader runs; ``{old node: new node}`` (without parameters). A test whose name occurs anywhere else in the file
-    (called, aliased, named in a string) keeps its name."""
+    (called, aliased, named in a string) or in any other trusted file or file name keeps its name; so do all of them
+    where a trusted file reads test names (``NAME_READERS``)."""
+    others = {p: b for p, b in (trusted or {}).items() if p != file}
+    if any(w in b for b in [data, *others.values()] for w in NAME_READERS):
+        return data, {}
     text = data.decode("utf-8")
     try:
         module = parse(text)
@@ -328,7 +372,8 @@ def _renamed(rng: random.Random, data: bytes, file: str, requested: list[str],
         scope = _scope_of(module, parts[:-1])
         name = parts[-1]
         defs = [d for d in _test_defs(scope or []) if d.name == name]
-        if len(defs) != 1 or len(re.findall(rf"(?<!\w){re.escape(name)}(?!\w)", text)) != 1:
+        if len(defs) != 1 or len(re.findall(rf"(?<!\w){re.escape(name)}(?!\w)", text)) != 1 or \
+                any(name.encode() in b or name in p for p, b in others.items()):
             continue
         taken = {n.name for n in scope or [] if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
         new = _draw_name(rng, [d.name for d in _test_defs(scope or [])], taken | drawn)
@@ -379,10 +424,10 @@ def _tripwires(files: list[str], nodes: list[str], trusted: dict[str, bytes],
         source = trusted.get(file)
         embedded = _embed(rng, source, file, requested) if source is not None and file.endswith(".py") else None
         if embedded is not None:
-            data, node, shows = embedded
-            out[file], mapping = _renamed(rng, data, file, requested, node)
+            data, node, shows, model = embedded
+            out[file], mapping = _renamed(rng, data, file, requested, node, trusted)
             names.update(mapping)
-            wires.append(Tripwire(node, file, shows, True))
+            wires.append(Tripwire(node, file, shows, True, model))
             continue
         folder = posixpath.dirname(file)
         stem = posixpath.basename(file)[:-3] if file.endswith(".py") else "test_it"
@@ -410,10 +455,15 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
     for path in ignored:  # stale or planted bytecode never runs (any run of the tests leaves some: not tampering)
         _drop(tree, path)
     tree.dirs = {d for d in tree.dirs if not is_artifact(d) and len(path_bytes(d)) <= MAX_GRADER_PATH}
-    trusted, _, absent = _trusted(final, original, task)
+    trusted, test_dirs, absent = _trusted(final, original, task)
     for path in sorted(absent - set(ignored)):
         _drop(tree, path)
         removed.append(path)
+    known = set(original.dirs) | {a for p in [*original.files, *original.symlinks, *trusted] for a in _ancestors(p)}
+    for d in sorted(tree.dirs):  # a folder the agent made in a test folder: something for code to fill later
+        if d not in known and any(d.startswith(t + "/") for t in test_dirs):
+            tree.dirs.discard(d)
+            removed.append(d)
     nonce = uuid.uuid4().hex + uuid.uuid4().hex[:8]
     files = test_files(task.grader.fail_to_pass + task.grader.pass_to_pass)
     wires, tripwires, names = _tripwires(files, task.grader.fail_to_pass + task.grader.pass_to_pass, trusted,

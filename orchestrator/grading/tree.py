@@ -68,14 +68,16 @@ class Tree:
                 "notes": [recordable(s) for s in self.skipped]}
 
     def to_tar(self, path: Path | None = None, uid: int = 1000, gid: int = 1000,
-               root_owned: frozenset[str] | set[str] = frozenset()) -> bytes:
+               root_owned: frozenset[str] | set[str] = frozenset(),
+               root_dirs: frozenset[str] | set[str] = frozenset()) -> bytes:
         """A tar of the tree (owned by uid:gid); written to ``path`` too when given, with the export's
         notes beside it (``<name>.json``) so a stored workspace keeps saying what it lacks.
 
         ``root_owned``: files owned by root (mode 0444) and their folders owned by root with the sticky bit
         (mode 1777: anyone creates files there, only a file's owner removes or renames it), so no process of
-        uid:gid can change, replace, move or remove them (the pytest grader's trusted files)."""
-        sticky = {"/".join(p.split("/")[:i]) for p in root_owned for i in range(1, p.count("/") + 1)}
+        uid:gid can change, replace, move or remove them (the pytest grader's trusted files); ``root_dirs``: more
+        folders owned by root with the sticky bit (what appears in them, root can set aside)."""
+        sticky = {"/".join(p.split("/")[:i]) for p in root_owned for i in range(1, p.count("/") + 1)} | set(root_dirs)
         buf = io.BytesIO()
         now = int(time.time())  # fresh mtimes: no bytecode cached against an old timestamp can match
         with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
