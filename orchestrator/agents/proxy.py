@@ -123,7 +123,7 @@ class ModelProxy(ProxyReplies):
                 proxy._refuse(self, 405, "invalid_request_error", "method_not_relayed",
                               f"trialbox proxy: {self.command} is not relayed")
 
-            do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse_method
+            do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_CONNECT = do_TRACE = _refuse_method  # recorded refusals
 
         self.socket_path.unlink(missing_ok=True)
         self.server = _UnixHTTPServer(str(self.socket_path), Handler)
@@ -291,7 +291,7 @@ class ModelProxy(ProxyReplies):
         if counting:  # counting tokens is free: recorded, never charged
             try:
                 counted = json.loads(received).get("input_tokens")
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, RecursionError):
                 counted = None
             self.events.append("model_count_tokens", model_requested=request.get("model"), input_tokens=counted,
                                request_id=request_id, latency_s=round(time.monotonic() - t0, 6))

@@ -56,8 +56,10 @@ def _protected(path: str, original: Tree, final: Tree) -> bool:
     base = posixpath.basename(path)
     if base in PROTECTED_NAMES or base.endswith(".pth"):
         return True
-    if base == "entry_points.txt" and posixpath.dirname(path).endswith((".dist-info", ".egg-info")):
-        # a pytest plugin by entry point: pytest loads it wherever its folder is on the path
+    if base.lower() == "entry_points.txt" and posixpath.dirname(path).lower().endswith((".dist-info", ".egg-info",
+                                                                                          ".egg/egg-info")):
+        # a pytest plugin by entry point: pytest loads it wherever its folder is on the path (importlib.metadata
+        # finds these folders and this file whatever the case of their names)
         texts = [t for t in (original.files.get(path), final.files.get(path)) if t is not None]
         return any(b"pytest11" in t for t in texts)
     if base in ("setup.cfg", "pyproject.toml"):

@@ -392,6 +392,9 @@ def test_a_pytest_entry_point_in_the_workspace_is_protected():
     plugin = Tree(files={"x-1.0.dist-info/entry_points.txt": b"[pytest11]\nx = stats.helpers\n"})
     scripts = Tree(files={"mylib.egg-info/entry_points.txt": b"[console_scripts]\nmylib = mylib:main\n"})
     assert _protected("x-1.0.dist-info/entry_points.txt", Tree(), plugin)
+    for folder in ("X-1.0.Dist-Info", "x.EGG-INFO", "x.egg/EGG-INFO"):  # as importlib.metadata finds them
+        planted = Tree(files={f"{folder}/Entry_Points.txt": b"[pytest11]\nx = stats.helpers\n"})
+        assert _protected(f"{folder}/Entry_Points.txt", Tree(), planted), folder
     assert not _protected("mylib.egg-info/entry_points.txt", Tree(), scripts)
     assert _protected(".pytest.ini", Tree(), Tree()) and _protected("pytest.toml", Tree(), Tree())
 

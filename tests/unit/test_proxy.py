@@ -114,6 +114,7 @@ def test_probes_are_answered_here_and_every_refusal_is_recorded(proxied):
     assert hello.status_code == 200 and hello.content == b""
     assert client.post("/v1/files", json={}).status_code == 404
     assert client.delete("/v1/messages").status_code == 405
+    assert client.request("CONNECT", "/v1/messages").status_code == 405  # a forward proxy's method: recorded too
     assert client.post("/v1/messages", json=body(), headers={"x-api-key": "stolen"}).status_code == 401
     assert Upstream.seen == []  # nothing of it went upstream
     evs = read_events(path)
@@ -121,8 +122,9 @@ def test_probes_are_answered_here_and_every_refusal_is_recorded(proxied):
     refused = [(e["method"], e["path"], e["status"], e["reason"]) for e in evs if e["kind"] == "proxy_refused"]
     assert refused == [("GET", "/v1/models", 404, "path_not_relayed"), ("POST", "/v1/files", 404, "path_not_relayed"),
                        ("DELETE", "/v1/messages", 405, "method_not_relayed"),
+                       ("CONNECT", "/v1/messages", 405, "method_not_relayed"),
                        ("POST", "/v1/messages", 401, "unknown_token")]
-    assert budget.refused_requests == {"path_not_relayed": 2, "method_not_relayed": 1, "unknown_token": 1}
+    assert budget.refused_requests == {"path_not_relayed": 2, "method_not_relayed": 2, "unknown_token": 1}
 
 
 def test_a_request_for_another_model_is_refused_and_recorded(proxied):
