@@ -126,3 +126,71 @@ def test_made_up_skipped_case_on_the_tripwire_alone_is_caught():
     doc = {"outcomes": outcomes, "collect_errors": [], "exit_code": 0, "junit": _junit(cases)}
     run = _judge(doc, nodes, wire, names, "= 3 passed, 1 skipped in 0.11s =", code=0)
     assert not _accepted(run, nodes)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Finding 3 (honest fix rejected): a requested parametrized test whose id holds "::" (an IPv6 address ``::1``, a
+# C++ or Rust path, ``Class::method``), which pytest selects and reports fine (JUnit: classname the module, name
+# ``test_ip[::1]``). ``runner._junit_key`` splits the whole node id on "::", parameters included, so it looks the
+# test up in the JUnit report as ``tests.test_net.test_ip[::1]``, finds nothing, and the final cross-check reads
+# "plugin says passed, JUnit says None": a grader_integrity problem for an honest run.
+# ---------------------------------------------------------------------------------------------------------------
+
+NET = "tests/test_net.py"
+NET_TESTS = '''import pytest
+
+
+@pytest.mark.parametrize("addr", ["::1", "127.0.0.1"])
+def test_ip(addr):
+    assert ":" in addr or "." in addr
+'''
+
+
+def _real_junit(tmp_path, source: str, argv: list[str]) -> str:
+    import os
+    import subprocess
+    import sys
+    (tmp_path / "tests").mkdir(exist_ok=True)
+    (tmp_path / NET).write_text(source)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    subprocess.run([sys.executable, "-B", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
+                    f"--junitxml={tmp_path / 'j.xml'}", *argv], cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    return (tmp_path / "j.xml").read_text()
+
+
+def test_junit_key_of_a_plain_parametrized_id():
+    assert R._junit_key("tests/test_net.py::test_ip[127.0.0.1]") == "tests.test_net::test_ip[127.0.0.1]"
+
+
+@pytest.mark.xfail(strict=True, reason="finding 3: _junit_key splits '::' inside parameters; an honest run is "
+                                       "'plugin says passed, JUnit says None'")
+def test_parameter_ids_holding_double_colons(tmp_path):
+    nodes = [f"{NET}::test_ip[::1]", f"{NET}::test_ip[127.0.0.1]"]
+    junit = _real_junit(tmp_path, NET_TESTS, nodes)
+    assert R._parse_junit(junit.encode()).get("tests.test_net::test_ip[::1]") == "passed"  # pytest reports it so
+    wire = Tripwire(f"{NET}::test_wire", NET, (), True, None)
+    doc = {"outcomes": {n: "passed" for n in nodes}, "collect_errors": [], "exit_code": 0, "junit": junit}
+    run = R.TestRun(exit_codes=[0])
+    R._judge(run, nodes, [(nodes, None, doc, R._summary("2 passed in 0.01s"))])
+    assert _accepted(run, nodes), run.integrity
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Finding 4 (the tripwire told apart by its file): the same ids make ``compose._embed`` read the parameters as
+# classes (``node.split("::")[1:-1]`` is ``["test_ip["]``), find no such scope and give up, so the file's tripwire
+# goes to a file of its own beside it, a shape the README's stated limits do not name, and which a forger tells
+# apart by its file name alone (the pair hunter of review 1: forge every test of the group's own file).
+# ---------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="finding 4: '::' in a requested id's parameters sends the tripwire to a file "
+                                       "of its own")
+def test_parameter_ids_holding_double_colons_keep_the_tripwire_embedded(monkeypatch):
+    from orchestrator.grading import compose as C
+    source = NET_TESTS + "\n\ndef test_loopback():\n    assert len('::1') == 3\n"
+    nodes = [f"{NET}::test_ip[::1]", f"{NET}::test_loopback"]
+    for seed in range(8):
+        monkeypatch.setattr(C.secrets, "randbits", lambda k, s=seed: s)
+        _, wires, _ = C._tripwires([NET], nodes, {NET: source.encode()}, set())
+        assert wires[0].embedded and wires[0].node.startswith(NET + "::"), (seed, wires[0])
