@@ -194,3 +194,15 @@ def test_parameter_ids_holding_double_colons_keep_the_tripwire_embedded(monkeypa
         monkeypatch.setattr(C.secrets, "randbits", lambda k, s=seed: s)
         _, wires, _ = C._tripwires([NET], nodes, {NET: source.encode()}, set())
         assert wires[0].embedded and wires[0].node.startswith(NET + "::"), (seed, wires[0])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Finding 5: pytest's summary read from a log the code under test writes to raises on a line whose counts end with
+# ", ": the grading stops (unprocessable_output) before the canary scan. What must hold: it is read as no summary
+# (or its counts), never an exception.
+# ---------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="finding 5: runner._summary raises ValueError on agent output")
+@pytest.mark.parametrize("line", ["1 passed,  in 0.1s", "=== 2 failed, 1 passed,  in 0.01s ==="])
+def test_a_summary_line_ending_with_a_comma_is_no_crash(line):
+    assert R._summary(f"3 failed in 0.04s\n{line}") in (None, {"passed": 1}, {"failed": 2, "passed": 1})
