@@ -237,3 +237,44 @@ def test_a_deeply_nested_results_document_is_no_crash(read):
         read()
     except ValueError:
         pass  # the runner's own "no results" path
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Finding 6 (every trial of an honest task an infra_error): the root check between groups gets every trusted path
+# and every guarded folder on its command line (``_root_run``: ``bash -c CHECK_SCRIPT bash uid n paths... folders...``).
+# Every file under a test folder is trusted, data included; a test folder holding a corpus of ~30,000 files under a 50-character folder (a
+# conformance suite such as test262, a fixtures tree) passes the kernel's ARG_MAX (2 MiB with the default 8 MiB
+# stack), and ``docker exec`` then answers "exec /usr/bin/bash: argument list too long" (exit 1, no "end" line):
+# three attempts, ``GraderInfraError(grader_output)``, the untouched repository fails the same way, ``grader_broken``.
+# What must hold: the check's command line stays within ARG_MAX whatever the number of trusted files (paths on
+# standard input, as the digests already are).
+# ---------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="finding 6: every trusted path on the root check's command line passes "
+                                       "ARG_MAX for a test corpus of ~30,000 files")
+def test_the_root_check_command_line_stays_within_arg_max():
+    import os
+    import types
+
+    from orchestrator.grading.tree import Tree
+    from orchestrator.sandbox.base import ExecResult
+
+    folder = "tests/conformance/built-ins/Array/prototype/flatMap"
+    paths = [f"{folder}/case_{i:06d}.js" for i in range(30_000)]
+    trusted = {p: b"// case\n" for p in paths}
+    parts = folder.split("/")
+    tree = Tree(files=dict(trusted), dirs={"/".join(parts[:i]) for i in range(1, len(parts) + 1)})
+    comp = types.SimpleNamespace(trusted=trusted, tree=tree)
+    sizes = []
+
+    class Recorder:
+        spec = types.SimpleNamespace(user="1000:1000")
+
+        def exec(self, cmd, timeout=None, *, user=None, env=None, **kw):
+            sizes.append(sum(len(a.encode()) + 1 + 8 for a in cmd) + sum(len(f"{k}={v}") + 9 for k, v in (env or {}).items()))
+            out = f"end {len(paths)}\n".encode() if user == "0:0" else b""
+            return ExecResult(0, out, b"", len(out), 0, False, 0.01)
+
+    R._between_groups(Recorder(), comp, "before group 0")
+    limit = os.sysconf("SC_ARG_MAX") if hasattr(os, "sysconf") else 2 << 20
+    assert max(sizes) < min(limit, 2 << 20), (max(sizes), limit)
