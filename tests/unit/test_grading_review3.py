@@ -278,3 +278,70 @@ def test_the_root_check_command_line_stays_within_arg_max():
     R._between_groups(Recorder(), comp, "before group 0")
     limit = os.sysconf("SC_ARG_MAX") if hasattr(os, "sysconf") else 2 << 20
     assert max(sizes) < min(limit, 2 << 20), (max(sizes), limit)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Finding 7 (the tripwire told apart from the file alone, every draw): ``_embed`` writes the copy after its model
+# (before one of the *later* tests, or after the last), so of the two tests of a scope whose bodies differ in one
+# constant, the later one is the copy. README: "guess which is the copy: right about one time in two". Over many
+# draws of real-shaped files, the rule "the later of the pair" names the tripwire every time (30 of 40 draws where the
+file's own tests form near-pairs too); what must hold is the stated limit, about one time in two (at most 24 of 40).
+# ---------------------------------------------------------------------------------------------------------------
+
+def _later_of_pairs(source: str) -> set[str]:
+    import ast
+    tree = ast.parse(source)
+    found = set()
+    scopes = [tree.body] + [c.body for c in ast.walk(tree) if isinstance(c, ast.ClassDef)]
+    for body in scopes:
+        defs = [d for d in body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) and d.name.startswith("test")]
+        for a in defs:
+            for b in defs:
+                if b.lineno <= a.lineno:
+                    continue
+                ca = [n for n in ast.walk(a) if isinstance(n, ast.Constant)]
+                cb = [n for n in ast.walk(b) if isinstance(n, ast.Constant)]
+                if len(ca) != len(cb) or sum(x.value != y.value for x, y in zip(ca, cb)) != 1:
+                    continue
+                if [type(x.value) for x in ca] == [type(y.value) for y in cb] and \
+                        _no_constants(a) == _no_constants(b):
+                    found.add(b.name)
+    return found
+
+
+def _no_constants(fn) -> str:
+    import ast
+    import copy
+    fn = copy.deepcopy(fn)
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Constant):
+            n.value = None
+    return ast.dump(ast.Module(body=fn.body, type_ignores=[]))
+
+
+HELD_OUT_SHAPES = [
+    ('from textkit import slugify\n\n\ndef test_accents():\n    assert slugify("Crème Brûlée") == "creme-brulee"\n'
+     '    assert slugify("naïve café") == "naive-cafe"\n\n\ndef test_mixed():\n'
+     '    assert slugify("Ünïcödé ✓ done") == "unicode-done"\n', ["test_accents", "test_mixed"]),
+    ("from lib import double\n\n\ndef test_double():\n    assert double(2) == 4\n\n\ndef test_more():\n"
+     "    assert double(5) == 10\n\n\nclass TestIt:\n    def test_zero(self):\n        assert double(0) == 0\n",
+     ["test_double", "test_more", "TestIt::test_zero"]),
+]
+
+
+@pytest.mark.xfail(strict=True, reason="finding 7: the later test of a one-constant pair is the tripwire (40 of 40 "
+                                       "draws; 30 of 40 where the file's own near-pairs blur it)")
+@pytest.mark.parametrize("source,tests", HELD_OUT_SHAPES, ids=["textkit", "lib"])
+def test_the_later_of_a_pair_does_not_name_the_tripwire(monkeypatch, source, tests):
+    from orchestrator.grading import compose as C
+    file = "tests/test_it.py"
+    nodes = [f"{file}::{t}" for t in tests]
+    right = 0
+    for seed in range(40):
+        monkeypatch.setattr(C.secrets, "randbits", lambda k, s=seed: s)
+        out, wires, _ = C._tripwires([file], nodes, {file: source.encode()}, set())
+        wire = wires[0]
+        if not wire.embedded or not wire.model:
+            continue
+        right += _later_of_pairs(out[file].decode()) == {wire.node.split("::")[-1]}
+    assert right <= 24, f"the later of the pair named the tripwire in {right} of 40 draws"
