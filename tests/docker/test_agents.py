@@ -90,7 +90,7 @@ def test_claude_makes_the_expected_change(project, server, client, python_image,
     assert sum(c["cache_read_tokens"] for c in calls) == 2700 and sum(c["cache_write_tokens"] for c in calls) == 800
     assert result.cost_usd == pytest.approx(sum(c["cost_usd"] for c in calls))
     assert result.cost_usd == pytest.approx((1170 * 3 + 170 * 15 + 2700 * 0.3 + 800 * 3.75) / 1e6)
-    assert events[-2]["kind"] == "stop" and events[-2]["reason"] == "submitted"
+    assert [e["reason"] for e in events if e["kind"] == "stop"] == ["submitted"]  # the network counters follow it
 
 
 def _bash(cmd, timeout=None):
@@ -355,7 +355,12 @@ def test_codex_runs_unmodified_behind_the_proxy_on_the_openai_api(project, serve
     result, events = preset_trial(project, client, codex, python_image, tmp_path, cand, 90,
                                   {"OPENAI_API_KEY": key, "OPENAI_BASE_URL": server.url})
     said = [e for e in events if e["kind"] in ("agent_command", "proxy_refused", "model_refused", "proxy_probe")]
-    assert result.accepted, (result.verdict.reasons, said)
+    # Codex CLI 0.171.0 tries the network on its own (4 packets with no route out per run, measured by the kernel's
+    # counters, with the model's one command making none): under model-api-only that is a forbidden effect, by the
+    # same rule as for any agent. Everything else of its work is accepted.
+    assert result.verdict.reasons == ["forbidden_effects"], (result.verdict.reasons, said)
+    network = next(c for c in result.verdict.criteria if c.name == "forbidden_effects").evidence
+    assert network["basis"].startswith("the sandbox's kernel counters") and network["network_attempts"] > 0
     assert [e["tool"] for e in events if e["kind"] == "model_tool_use"][:1] == ["exec_command"]
     assert result.agent.summary == "Fixed the slug for accented text."
 
