@@ -284,8 +284,8 @@ def test_the_root_check_command_line_stays_within_arg_max():
 # Finding 7 (the tripwire told apart from the file alone, every draw): ``_embed`` writes the copy after its model
 # (before one of the *later* tests, or after the last), so of the two tests of a scope whose bodies differ in one
 # constant, the later one is the copy. README: "guess which is the copy: right about one time in two". Over many
-# draws of real-shaped files, the rule "the later of the pair" names the tripwire every time (30 of 40 draws where the
-file's own tests form near-pairs too); what must hold is the stated limit, about one time in two (at most 24 of 40).
+# draws of real-shaped files, the rule "the later of the pair" names the tripwire every time (30 of 40 draws where
+# the file's own tests form near-pairs too); what must hold is the stated limit, about one time in two (<= 24 of 40).
 # ---------------------------------------------------------------------------------------------------------------
 
 def _later_of_pairs(source: str) -> set[str]:
