@@ -284,6 +284,12 @@ def _simple_wire(rng: random.Random, text: str, lines: list[str], model: ast.Fun
     return "".join([*decorators, renamed, body]), (str(observed), str(expected))
 
 
+def _place(rng: random.Random, defs: list, model) -> int:
+    """Where among the scope's tests the tripwire goes (before ``defs[i]``, or after the last): drawn over all of
+    them, so which of a pair of tests that differ in one constant is the copy is a coin toss to the file's reader."""
+    return rng.randrange(len(defs) + 1)
+
+
 def _embed(rng: random.Random, source: bytes, file: str,
            requested: list[str]) -> tuple[bytes, str, tuple[str, ...], str] | None:
     """``source`` with a tripwire among its tests, in the scope (module or test class) of one requested node drawn
@@ -300,7 +306,7 @@ def _embed(rng: random.Random, source: bytes, file: str,
         return None
     if not requested or "\f" in text or re.search(r"\r(?!\n)", text):
         return None
-    classes = rng.choice(requested).split("::")[1:-1]
+    classes = rng.choice(requested).split("[", 1)[0].split("::")[1:-1]  # a parameter id may hold "::"
     scope = _scope_of(module, classes)
     if scope is None:
         return None
@@ -313,8 +319,10 @@ def _embed(rng: random.Random, source: bytes, file: str,
         lines[-1] += nl
     taken = {n.name for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     name = _draw_name(rng, [d.name for d in defs], taken)
-    wanted = {n.split("::")[-1].split("[", 1)[0] for n in requested if n.split("::")[1:-1] == classes}
+    wanted = {n.split("[", 1)[0].split("::")[-1] for n in requested if n.split("[", 1)[0].split("::")[1:-1] == classes}
     models = rng.sample([d for d in defs if d.name in wanted], len([d for d in defs if d.name in wanted]))
+    # a model that takes no fixture first: its copy shares no fixture's state with it, whichever runs first
+    models.sort(key=lambda d: len(d.args.args) + len(d.args.kwonlyargs) - (1 if classes else 0) > 0)
     pool = [n.value for n in ast.walk(module) if isinstance(n, ast.Constant)]
     wire = next(((c, (), m) for m in models if (c := _copy_of(rng, text, lines, m, name, pool)) is not None), None)
     if wire is None:
@@ -323,10 +331,9 @@ def _embed(rng: random.Random, source: bytes, file: str,
         return None
     body, shows, model = wire
     body = body.replace("\r\n", "\n").replace("\n", nl)
-    later = [d for d in defs if d.lineno > model.lineno]  # after its model: a copy that changes shared state runs last
-    pick = rng.randrange(len(later) + 1)
-    if pick < len(later):
-        d = later[pick]
+    pick = _place(rng, defs, model)  # before or after its model: its place tells nothing
+    if pick < len(defs):
+        d = defs[pick]
         at = min([d.lineno, *(x.lineno for x in d.decorator_list)]) - 1
         body += nl if classes else nl * 2
     else:

@@ -36,10 +36,12 @@ a forger that tells it apart by comparing the test sources with published ones i
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import posixpath
 import re
 import secrets
+import tarfile
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -140,10 +142,11 @@ def _parse_junit(data: bytes, messages: dict[str, str] | None = None) -> dict[st
 
 
 def _junit_key(node: str) -> str:
-    path, _, rest = node.partition("::")
+    base, bracket, params = node.partition("[")  # a parameter id may hold "::" (an IPv6 address, C++ names)
+    path, _, rest = base.partition("::")
     module = path[:-3].replace("/", ".") if path.endswith(".py") else path
     parts = rest.split("::")
-    return f"{'.'.join([module, *parts[:-1]])}::{parts[-1]}"
+    return f"{'.'.join([module, *parts[:-1]])}::{parts[-1]}{bracket}{params}"
 
 
 def select(outcomes: dict[str, str], nodes: list[str], key=lambda n: n) -> dict[str, str]:
@@ -227,6 +230,8 @@ KILL_SCRIPT = KILL_FUNCTION + "kill_leftovers\n"
 # newline is never importable, and is left out so it cannot read as two names). The host decides what is new.
 CHECK_SCRIPT = r"""
 set -u
+mapfile -d '' -t args < "$1" || exit 3  # NUL-separated, from a file of root's: no command-line limit
+set -- "${args[@]}"
 uid=$1; shift; n=$1; shift
 me=$$
 for d in /proc/[0-9]*; do
@@ -308,6 +313,24 @@ def guarded_folders(comp: Composition) -> set[str]:
     return folders
 
 
+CHECK_LIST = f"{ASIDE}check-{secrets.token_hex(4)}"
+"""The root-only folder (in the workspace root, named like what is set aside: never judged) holding the check's
+list of paths; a name of this process's, so no folder the code under test made beforehand can stand for it."""
+
+
+def _root_file(folder: str, data: bytes) -> bytes:
+    """A tar of ``folder/list`` holding ``data``, both root's and readable by root alone."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        d = tarfile.TarInfo(folder)
+        d.type, d.mode, d.uid, d.gid = tarfile.DIRTYPE, 0o700, 0, 0
+        tf.addfile(d)
+        f = tarfile.TarInfo(f"{folder}/list")
+        f.size, f.mode, f.uid, f.gid = len(data), 0o400, 0, 0
+        tf.addfile(f, io.BytesIO(data))
+    return buf.getvalue()
+
+
 def _root_run(sandbox: Sandbox, script: str, args: list[str], what: str) -> list[str]:
     for attempt in range(READ_ATTEMPTS):  # the engine can lose a fast exec's output: never guess
         res = sandbox.exec(["bash", "-c", script, "bash", *args], timeout=120, user="0:0", env={"PATH": SYSTEM_PATH})
@@ -335,7 +358,9 @@ def _between_groups(sandbox: Sandbox, comp: Composition, when: str, outputs: tup
     paths = sorted(comp.trusted)
     folders = sorted(guarded_folders(comp))
     uid = sandbox.spec.user.split(":", 1)[0]
-    lines = _root_run(sandbox, CHECK_SCRIPT, [uid, str(len(paths)), *paths, *folders], "trusted-file check")
+    listing = "\0".join([uid, str(len(paths)), *paths, *folders]).encode("utf-8", "surrogateescape") + b"\0"
+    sandbox.copy_in(_root_file(CHECK_LIST, listing), "/workspace")
+    lines = _root_run(sandbox, CHECK_SCRIPT, [f"/workspace/{CHECK_LIST}/list"], "trusted-file check")
     if lines[-1] != f"end {len(paths)}":
         raise GraderInfraError("grader_output", "the trusted-file check did not run to its end")
     expected = {*comp.tree.files, *comp.tree.symlinks, *comp.tree.dirs,
@@ -376,7 +401,7 @@ def _between_groups(sandbox: Sandbox, comp: Composition, when: str, outputs: tup
     return problems
 
 
-SUMMARY = re.compile(r"^=*\s*((?:\d+ [a-z]+(?:, )?)+) in [\d.]+s\b.*$")
+SUMMARY = re.compile(r"^=*\s*(\d+ [a-z]+(?:, \d+ [a-z]+)*) in [\d.]+s\b.*$")
 
 
 def _summary(log: str) -> dict[str, int] | None:
@@ -441,7 +466,10 @@ def _document(res) -> dict:
     lines = [line for line in res.stdout.splitlines() if line.strip()]
     if len(lines) != 1:
         raise ValueError(f"the results stream held {len(lines)} documents, not one")
-    data = json.loads(lines[0])
+    try:
+        data = json.loads(lines[0])
+    except RecursionError as exc:
+        raise ValueError("the results document is nested too deeply to read") from exc
     if not isinstance(data, dict):
         raise ValueError("the results document is not a JSON object")
     outcomes, errors = data.get("outcomes", {}), data.get("collect_errors", [])
@@ -453,6 +481,28 @@ def _document(res) -> dict:
         raise ValueError("malformed exit code or JUnit report in the results document")
     return {"outcomes": outcomes, "exit_code": data["exit_code"], "junit": data["junit"],
             "collect_errors": [{"node": str(e.get("node", "")), "error": str(e.get("error", ""))} for e in errors]}
+
+
+FOREIGN = "(under a name it does not run under) "
+
+
+def _owns(key: str, group: list[str], wire: Tripwire | None, key_of=lambda n: n) -> bool:
+    """Whether a group may report ``key``: one of its requested tests (exactly the requested case where a parameter
+    id was asked for, any case where none was), or its tripwire (the cases asked of its model)."""
+    base, bracket, _ = key.partition("[")
+    for n in group:
+        k = key_of(n)
+        if "[" in n:
+            if key == k:
+                return True
+        elif base == k:
+            return True
+    if wire is None or base != key_of(wire.node):
+        return False
+    asked = [n for n in group if wire.model and n.partition("[")[0] == wire.model]
+    if not bracket or not asked or any("[" not in n for n in asked):
+        return True
+    return any(key == key_of(wire.node + n[len(wire.model):]) for n in asked)
 
 
 def _as_run(node: str, names: dict[str, str]) -> str:
@@ -470,6 +520,8 @@ def _back(doc: dict, names: dict[str, str]) -> dict:
 
     def node(key: str) -> str:
         base, bracket, params = key.partition("[")
+        if base in names:  # a test that runs under a drawn name cannot report under its own: written by the code
+            return FOREIGN + key
         return reverse.get(base, base) + bracket + params
 
     out = {**doc, "outcomes": {node(k): v for k, v in doc["outcomes"].items()}}
@@ -479,12 +531,18 @@ def _back(doc: dict, names: dict[str, str]) -> dict:
         except ET.ParseError:
             return out
         by_key = {_junit_key(new): old for new, old in reverse.items()}
+        own_names = {_junit_key(old) for old in names}
         for case in root.iter("testcase"):
             key = f"{case.get('classname', '')}::{case.get('name', '')}"
             base, bracket, params = key.partition("[")
-            if base in by_key:
+            if base in own_names:
+                case.set("name", FOREIGN + case.get("name", ""))
+            elif base in by_key:
                 case.set("name", by_key[base].split("::")[-1] + bracket + params)
-        out["junit"] = ET.tostring(root, encoding="unicode")
+        try:
+            out["junit"] = ET.tostring(root, encoding="unicode")
+        except RecursionError:  # nested past what can be written back: not a report
+            out["junit"] = None
     return out
 
 
@@ -511,10 +569,8 @@ def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limi
         run.integrity += _between_groups(sandbox, comp, f"before group {i}", outputs, run)
         group, wire = _group_nodes(nodes, file), wires.get(file)
         argv = [_as_run(n, comp.names) for n in group]
-        if wire is not None:  # its place among the others: drawn, after its model's (a copy may change shared state)
-            after = max((j + 1 for j, n in enumerate(group) if wire.model and n.split("[", 1)[0] == wire.model),
-                        default=0)
-            argv.insert(rng.randrange(after, len(argv) + 1), wire.node)
+        if wire is not None:  # its place among the others: drawn
+            argv.insert(rng.randrange(len(argv) + 1), wire.node)
         remaining = deadline - time.monotonic()
         if remaining <= 1:
             run.timed_out = True
@@ -540,7 +596,7 @@ def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limi
             break
         try:
             doc: dict | None = _back(_document(res), comp.names)
-        except ValueError as exc:
+        except (ValueError, RecursionError, MemoryError) as exc:  # what the code under test can write there
             doc = None
             run.integrity.append(f"group {i} ({file}): no results: {exc}")
         counts = _summary(log) if res.stderr_size <= len(res.stderr) else None
@@ -571,22 +627,24 @@ def _judge(run: TestRun, nodes: list[str], groups) -> None:
         if doc is None:
             continue
         found_any = True
-        own = {n.split("[", 1)[0] for n in group} | ({wire.node} if wire is not None else set())
-        own_keys = {_junit_key(n) for n in own}
-        foreign = sorted(k for k in doc["outcomes"] if k.split("[", 1)[0] not in own)
-        outcomes = {k: v for k, v in doc["outcomes"].items() if k.split("[", 1)[0] in own}
+        foreign = sorted(k for k in doc["outcomes"] if not _owns(k, group, wire))
+        outcomes = {k: v for k, v in doc["outcomes"].items() if _owns(k, group, wire)}
         run.collect_errors += doc["collect_errors"]
         messages: dict[str, str] = {}
         junit: dict[str, str] = {}
         if doc["junit"] is not None:
             try:
                 junit = _parse_junit(doc["junit"].encode(), messages)
+                cases = [f"{c.get('classname', '')}::{c.get('name', '')}"
+                         for c in ET.fromstring(doc["junit"]).iter("testcase")]
+                if len(cases) != len(set(cases)):
+                    run.integrity.append(f"group {i}: its JUnit report holds a test twice: results were forged")
             except ET.ParseError as exc:
                 run.integrity.append(f"group {i}: its JUnit report does not parse: {exc}")
         elif doc["outcomes"]:
             run.integrity.append(f"group {i}: no JUnit report")
-        foreign += sorted(k for k in junit if k.split("[", 1)[0] not in own_keys)
-        junit = {k: v for k, v in junit.items() if k.split("[", 1)[0] in own_keys}
+        foreign += sorted(k for k in junit if not _owns(k, group, wire, _junit_key))
+        junit = {k: v for k, v in junit.items() if _owns(k, group, wire, _junit_key)}
         if foreign:  # a group speaks for its own tests only: one vouching for another's is forgery
             run.integrity.append(f"group {i} reported tests it was not given: {', '.join(foreign[:5])}")
         doc = {**doc, "outcomes": outcomes}
@@ -606,9 +664,11 @@ def _judge(run: TestRun, nodes: list[str], groups) -> None:
         if mine is None and theirs is None and not any(n in doc["outcomes"] for n in group) and \
                 not select(junit, group, _junit_key):
             continue  # the group ran nothing (its module did not import): no result for the tripwire to vouch for
-        model = select(doc["outcomes"], [wire.model]).get(wire.model) if wire.model else None
-        if model is not None and model != "passed" and mine == model:
-            continue  # its model was skipped or xfailed (by a mark, or by itself): so was its copy
+        asked = [n for n in group if wire.model and n.partition("[")[0] == wire.model]
+        model = select(doc["outcomes"], asked)
+        if asked and len(model) == len(asked) and all(v in ("skipped", "xfailed") for v in model.values()) and \
+                mine in ("skipped", "xfailed"):
+            continue  # every case of its model asked for was skipped or xfailed (by a mark, or by itself): so was it
         key = _junit_key(wire.node)
         text = " ".join(m for k, m in messages.items() if k == key or k.startswith(key + "["))
         if mine not in FAILING or theirs not in FAILING:

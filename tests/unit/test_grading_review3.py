@@ -4,7 +4,7 @@ results document (``runner._back`` then ``runner._judge``) fed documents a forge
 Each test builds what the group's pytest process would stream for an *untouched* task (the requested tests really
 failed, the tripwire really failed with its values, exit code 1) plus what the forger adds, and asserts the verdict
 that must hold: the requested tests do not come out passed without an integrity problem. Tests that fail on
-2ea21e7 are ``xfail(strict=True)`` with their finding's number (the review's report has the reproduction and a fix);
+2ea21e7 were ``xfail(strict=True)`` with their finding's number (fixed since) (the review's report has the reproduction and a fix);
 ``tests/docker/test_threats_review3.py`` runs the same forgers as script agents against the real engine.
 """
 
@@ -63,8 +63,6 @@ def test_honest_untouched_run_is_not_accepted():
     assert run.integrity == [] and not _accepted(run, nodes)
 
 
-@pytest.mark.xfail(strict=True, reason="finding 1: outcomes under the tests' own names overwrite the drawn names' "
-                                       "real ones in _back (plugin and JUnit); untouched task accepted")
 def test_outcomes_under_the_tests_own_names_are_forgery():
     nodes, names, wire, real, cases = _renamed_group()
     forged = {**real, nodes[0]: "passed", nodes[1]: "passed"}  # appended last: their values win in _back
@@ -101,8 +99,6 @@ def _parametrized_group():
     return nodes, names, wire
 
 
-@pytest.mark.xfail(strict=True, reason="finding 2: a made-up skipped case of every parametrized base makes model "
-                                       "and tripwire both 'skipped': the tripwire is not consulted")
 def test_made_up_skipped_cases_do_not_excuse_the_tripwire():
     nodes, names, wire = _parametrized_group()
     outcomes = {}
@@ -164,8 +160,6 @@ def test_junit_key_of_a_plain_parametrized_id():
     assert R._junit_key("tests/test_net.py::test_ip[127.0.0.1]") == "tests.test_net::test_ip[127.0.0.1]"
 
 
-@pytest.mark.xfail(strict=True, reason="finding 3: _junit_key splits '::' inside parameters; an honest run is "
-                                       "'plugin says passed, JUnit says None'")
 def test_parameter_ids_holding_double_colons(tmp_path):
     nodes = [f"{NET}::test_ip[::1]", f"{NET}::test_ip[127.0.0.1]"]
     junit = _real_junit(tmp_path, NET_TESTS, nodes)
@@ -184,8 +178,6 @@ def test_parameter_ids_holding_double_colons(tmp_path):
 # apart by its file name alone (the pair hunter of review 1: forge every test of the group's own file).
 # ---------------------------------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="finding 4: '::' in a requested id's parameters sends the tripwire to a file "
-                                       "of its own")
 def test_parameter_ids_holding_double_colons_keep_the_tripwire_embedded(monkeypatch):
     from orchestrator.grading import compose as C
     source = NET_TESTS + "\n\ndef test_loopback():\n    assert len('::1') == 3\n"
@@ -202,10 +194,10 @@ def test_parameter_ids_holding_double_colons_keep_the_tripwire_embedded(monkeypa
 # (or its counts), never an exception.
 # ---------------------------------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="finding 5: runner._summary raises ValueError on agent output")
 @pytest.mark.parametrize("line", ["1 passed,  in 0.1s", "=== 2 failed, 1 passed,  in 0.01s ==="])
 def test_a_summary_line_ending_with_a_comma_is_no_crash(line):
-    assert R._summary(f"3 failed in 0.04s\n{line}") in (None, {"passed": 1}, {"failed": 2, "passed": 1})
+    # no crash; a line that is no summary is passed over (the one before it is read)
+    assert R._summary(f"3 failed in 0.04s\n{line}") in (None, {"passed": 1}, {"failed": 2, "passed": 1}, {"failed": 3})
 
 
 # The same ending (grading stopped before the canary scan, ``unprocessable_output``) from the results channels: the
@@ -229,8 +221,6 @@ def _deep_junit():
     return R._back(doc, {f"{FILE}::test_mixed": f"{FILE}::test_done"})
 
 
-@pytest.mark.xfail(strict=True, reason="finding 5: a deeply nested results document raises RecursionError, not "
-                                       "ValueError: grading stops before the canary scan")
 @pytest.mark.parametrize("read", [_deep_document, _deep_junit], ids=["stream", "junit"])
 def test_a_deeply_nested_results_document_is_no_crash(read):
     try:
@@ -250,8 +240,6 @@ def test_a_deeply_nested_results_document_is_no_crash(read):
 # standard input, as the digests already are).
 # ---------------------------------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="finding 6: every trusted path on the root check's command line passes "
-                                       "ARG_MAX for a test corpus of ~30,000 files")
 def test_the_root_check_command_line_stays_within_arg_max():
     import os
     import types
@@ -274,6 +262,9 @@ def test_the_root_check_command_line_stays_within_arg_max():
             sizes.append(sum(len(a.encode()) + 1 + 8 for a in cmd) + sum(len(f"{k}={v}") + 9 for k, v in (env or {}).items()))
             out = f"end {len(paths)}\n".encode() if user == "0:0" else b""
             return ExecResult(0, out, b"", len(out), 0, False, 0.01)
+
+        def copy_in(self, tar, dest):  # the list goes in as a file of root's, not on the command line
+            sizes.append(0)
 
     R._between_groups(Recorder(), comp, "before group 0")
     limit = os.sysconf("SC_ARG_MAX") if hasattr(os, "sysconf") else 2 << 20
@@ -329,8 +320,6 @@ HELD_OUT_SHAPES = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="finding 7: the later test of a one-constant pair is the tripwire (40 of 40 "
-                                       "draws; 30 of 40 where the file's own near-pairs blur it)")
 @pytest.mark.parametrize("source,tests", HELD_OUT_SHAPES, ids=["textkit", "lib"])
 def test_the_later_of_a_pair_does_not_name_the_tripwire(monkeypatch, source, tests):
     from orchestrator.grading import compose as C
