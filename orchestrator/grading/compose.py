@@ -116,6 +116,9 @@ class Tripwire:
     model: str | None = None
     """The requested test it is a copy of (its node id, under its own name): where that test did not pass (skipped
     by a mark or by itself, xfailed), the copy may not fail either."""
+    after_model: bool = False
+    """Its model takes fixtures, whose state a copy run first could change: it runs after its model (in the file
+    and among the arguments), which tells a reader of both that it is the later of the two."""
 
 
 def _scope_of(module: ast.Module, classes: list[str]) -> list[ast.stmt] | None:
@@ -291,7 +294,7 @@ def _place(rng: random.Random, defs: list, model) -> int:
 
 
 def _embed(rng: random.Random, source: bytes, file: str,
-           requested: list[str]) -> tuple[bytes, str, tuple[str, ...], str] | None:
+           requested: list[str]) -> tuple[bytes, str, tuple[str, ...], str, bool] | None:
     """``source`` with a tripwire among its tests, in the scope (module or test class) of one requested node drawn
     at random, before one of that scope's tests drawn at random (or after the last), named from that scope's own
     test names. The tripwire is a copy of one of that scope's tests drawn at random (its decorators, signature and
@@ -331,7 +334,10 @@ def _embed(rng: random.Random, source: bytes, file: str,
         return None
     body, shows, model = wire
     body = body.replace("\r\n", "\n").replace("\n", nl)
+    takes = len(model.args.args) + len(model.args.kwonlyargs) - (1 if classes else 0) > 0
     pick = _place(rng, defs, model)  # before or after its model: its place tells nothing
+    if takes and pick <= defs.index(model):  # a copy run first could change its fixtures' state: after it, then
+        pick = rng.randrange(defs.index(model) + 1, len(defs) + 1)
     if pick < len(defs):
         d = defs[pick]
         at = min([d.lineno, *(x.lineno for x in d.decorator_list)]) - 1
@@ -346,7 +352,7 @@ def _embed(rng: random.Random, source: bytes, file: str,
         parse(out)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    return out.encode("utf-8"), node, shows, "::".join([file, *classes, model.name])
+    return out.encode("utf-8"), node, shows, "::".join([file, *classes, model.name]), takes
 
 
 NAME_READERS = (b"node.name", b"originalname", b"nodeid", b"request.node", b".name ==", b"item.name", b"snapshot")
@@ -431,10 +437,10 @@ def _tripwires(files: list[str], nodes: list[str], trusted: dict[str, bytes],
         source = trusted.get(file)
         embedded = _embed(rng, source, file, requested) if source is not None and file.endswith(".py") else None
         if embedded is not None:
-            data, node, shows, model = embedded
+            data, node, shows, model, after = embedded
             out[file], mapping = _renamed(rng, data, file, requested, node, trusted)
             names.update(mapping)
-            wires.append(Tripwire(node, file, shows, True, model))
+            wires.append(Tripwire(node, file, shows, True, model, after))
             continue
         folder = posixpath.dirname(file)
         stem = posixpath.basename(file)[:-3] if file.endswith(".py") else "test_it"

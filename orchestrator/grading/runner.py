@@ -569,8 +569,10 @@ def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limi
         run.integrity += _between_groups(sandbox, comp, f"before group {i}", outputs, run)
         group, wire = _group_nodes(nodes, file), wires.get(file)
         argv = [_as_run(n, comp.names) for n in group]
-        if wire is not None:  # its place among the others: drawn
-            argv.insert(rng.randrange(len(argv) + 1), wire.node)
+        if wire is not None:  # its place among the others: drawn (after its model's where that takes fixtures)
+            after = max((j + 1 for j, n in enumerate(group) if n.partition("[")[0] == wire.model), default=0) \
+                if wire.after_model else 0
+            argv.insert(rng.randrange(after, len(argv) + 1), wire.node)
         remaining = deadline - time.monotonic()
         if remaining <= 1:
             run.timed_out = True
