@@ -43,7 +43,7 @@ def _wire(seed: int, nodes=NODES, source=MODULE):
 def test_the_tripwire_is_inside_the_groups_own_file_among_its_tests():
     positions, scopes, names = set(), set(), set()
     for seed in range(200):
-        data, node, shows, _ = _wire(seed)
+        data, node, shows, _, _ = _wire(seed)
         module = parse(data.decode())
         assert node.startswith(FILE + "::")
         name = node.split("::")[-1]
@@ -67,7 +67,7 @@ def test_the_tripwire_is_inside_the_groups_own_file_among_its_tests():
 def test_the_tripwire_is_named_from_the_scopes_own_test_names():
     tokens = {"ascii", "words", "separator", "kept", "strips", "accents", "empty", "input"}
     for seed in range(100):
-        _, node, _, _ = _wire(seed)
+        _, node, _, _, _ = _wire(seed)
         assert set(node.split("::")[-1].split("_")[1:]) <= tokens | set(C.WORDS)
 
 
@@ -100,7 +100,7 @@ def test_the_requested_tests_run_under_drawn_names_the_host_maps_back():
 
 def test_a_test_named_elsewhere_in_its_file_keeps_its_name():
     source = MODULE + b"\n\nalias = test_ascii_words\n"
-    data, node, _, _ = _wire(3, source=source)
+    data, node, _, _, _ = _wire(3, source=source)
     _, mapping = C._renamed(random.Random(1), data, FILE, NODES, node)
     assert f"{FILE}::test_ascii_words" not in mapping and f"{FILE}::test_separator_kept" in mapping
 
