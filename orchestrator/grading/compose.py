@@ -60,6 +60,8 @@ class Composition:
     names: dict[str, str] = field(default_factory=dict)
     """The name each requested test runs under in the grader (``{node: node}``, without parameters; see
     ``_renamed``): host-side knowledge too."""
+    links: list[str] = field(default_factory=list)
+    """The repository's own symbolic links in test folders, as the initial commit has them (root's in the grader)."""
 
 
 def _ancestors(path: str) -> list[str]:
@@ -159,7 +161,7 @@ def _wire_body(rng: random.Random, indent: str, name: str, method: bool) -> tupl
     return body, (str(observed), str(expected))
 
 
-OUTCOME_MARKS = ("xfail", "skip")
+OUTCOME_MARK_NAMES = ("xfail", "skip", "skipif")
 """Marks of the model test that are not copied: they would make the copy skipped or xfailed, not failed."""
 
 
@@ -202,9 +204,18 @@ def _decorators(lines: list[str], model: ast.FunctionDef | ast.AsyncFunctionDef)
         chunk = "".join(lines[d.lineno - 1:d.end_lineno])
         if lines[d.end_lineno - 1].rstrip("\r\n")[d.end_col_offset or 0:].strip():
             return None
-        if not any(m in chunk for m in OUTCOME_MARKS):
+        if not _outcome_mark(d):
             out.append(chunk)
     return out
+
+
+def _outcome_mark(node: ast.expr) -> bool:
+    """Whether a decorator is itself a skip, skipif or xfail mark (``pytest.mark.xfail``, ``mark.skipif(...)``):
+    read from the syntax, not its text, so a ``parametrize`` whose argument is named ``skipna`` or whose cases carry
+    ``marks=`` is kept whole (its copy gets the same arguments as its model)."""
+    target = node.func if isinstance(node, ast.Call) else node
+    return isinstance(target, ast.Attribute) and target.attr in OUTCOME_MARK_NAMES and \
+        isinstance(target.value, ast.Attribute) and target.value.attr == "mark"
 
 
 def _literal_like(written: str, value: object) -> str | None:
@@ -469,9 +480,20 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
         _drop(tree, path)
     tree.dirs = {d for d in tree.dirs if not is_artifact(d) and len(path_bytes(d)) <= MAX_GRADER_PATH}
     trusted, test_dirs, absent = _trusted(final, original, task)
+    # the repository's own links in a test folder are trusted material too: kept as the initial commit has them
+    links = {p: t for p, t in original.symlinks.items()
+             if p not in trusted and any(p.startswith(d + "/") for d in test_dirs)}
     for path in sorted(absent - set(ignored)):
+        if path in links and tree.symlinks.get(path) == links[path]:
+            continue
         _drop(tree, path)
-        removed.append(path)
+        if path not in links:
+            removed.append(path)
+    for path, target in sorted(links.items()):
+        if tree.symlinks.get(path) != target:
+            _drop(tree, path)
+            restored.append(path)
+        tree.symlinks[path] = target
     known = set(original.dirs) | {a for p in [*original.files, *original.symlinks, *trusted] for a in _ancestors(p)}
     for d in sorted(tree.dirs):  # a folder the agent made in a test folder: something for code to fill later
         if d not in known and any(d.startswith(t + "/") for t in test_dirs):
@@ -507,4 +529,5 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
         for parent in _ancestors(path):
             tree.dirs.add(parent)
     return Composition(tree, sorted(set(restored)), sorted(set(removed)), trusted_all, [w.node for w in tripwires],
-                       nonce, config_path, config_source, original, ignored, tripwires, names)
+                       nonce, config_path, config_source, original, ignored, tripwires, names,
+                       sorted(p for p in links if p in tree.symlinks))

@@ -191,7 +191,8 @@ def run_tests(sandboxes: SandboxFactory, image_id: str, comp: Composition, task:
                                 env={"PATH": SYSTEM_PATH}).ok:
                 raise GraderInfraError("grader_setup", "the grader's workspace could not be opened to the test user")
             install = _install(sandbox, comp, task)
-            sandbox.copy_in(comp.tree.to_tar(root_owned=frozenset(comp.trusted), root_dirs=guarded_folders(comp)),
+            sandbox.copy_in(comp.tree.to_tar(root_owned=frozenset([*comp.trusted, *comp.links]),
+                                             root_dirs=guarded_folders(comp)),
                             "/workspace")
             if install is not None and install.ok and not restore_outputs(sandbox):
                 raise GraderInfraError("grader_setup", "the install step's outputs could not be put back")
@@ -272,14 +273,17 @@ echo "end $n"
 # nothing imports (root owns the guarded folders: the sticky bit lets it rename what is in them).
 ASIDE_SCRIPT = r"""
 set -u
+mapfile -d '' -t args < "$1" || exit 3  # NUL-separated, from a file of root's: no command-line limit
+set -- "${args[@]}"
 tag=$1; shift
 cd /workspace || exit 3
 for e in "$@"; do
-  if [ -d "$e" ] && [ ! -L "$e" ]; then
-    if ! out=$(find "$e" \( -name '*.py' -o -name '*.pth' -o -name '*.so' -o -name '*.pyc' -o -name '*.pyd' \) -print -quit 2>&1) \
+  p="./$e"  # never an option of find or mv, whatever the name
+  if [ -d "$p" ] && [ ! -L "$p" ]; then
+    if ! out=$(find "$p" \( -name '*.py' -o -name '*.pth' -o -name '*.so' -o -name '*.pyc' -o -name '*.pyd' \) -print -quit 2>&1) \
         || [ -n "$out" ]; then printf 'loadable %s\n' "$e"; fi
   fi
-  if mv -T -- "$e" "$(dirname -- "$e")/.trialbox-aside-$tag-$RANDOM$RANDOM" 2>/dev/null; then
+  if mv -T -- "$p" "$(dirname -- "$p")/.trialbox-aside-$tag-$RANDOM$RANDOM" 2>/dev/null; then
     printf 'moved %s\n' "$e"
   else
     printf 'stuck %s\n' "$e"
@@ -390,7 +394,9 @@ def _between_groups(sandbox: Sandbox, comp: Composition, when: str, outputs: tup
         elif owner != "0:444":
             problems.append(f"trusted file {p} is no longer root's and read-only {when} ({owner})")
     if new:
-        moved = _root_run(sandbox, ASIDE_SCRIPT, [secrets.token_hex(3), *new], "setting aside of new entries")
+        listing = "\0".join([secrets.token_hex(3), *new]).encode("utf-8", "surrogateescape") + b"\0"
+        sandbox.copy_in(_root_file(CHECK_LIST, listing), "/workspace")
+        moved = _root_run(sandbox, ASIDE_SCRIPT, [f"/workspace/{CHECK_LIST}/list"], "setting aside of new entries")
         loadable = {line.split(" ", 1)[1] for line in moved if line.startswith("loadable ")}
         for line in moved[:-1]:
             kind, _, path = line.partition(" ")
@@ -505,6 +511,24 @@ def _owns(key: str, group: list[str], wire: Tripwire | None, key_of=lambda n: n)
     return any(key == key_of(wire.node + n[len(wire.model):]) for n in asked)
 
 
+def wire_cases(wire: Tripwire, group: list[str]) -> list[str]:
+    """The tripwire's node ids to run: the cases asked of its model where every one asked names its case (a copy run
+    whole would report cases nobody asked for), else the tripwire itself."""
+    asked = [n for n in group if wire.model and n.partition("[")[0] == wire.model]
+    if asked and all("[" in n for n in asked):
+        return [wire.node + n[len(wire.model):] for n in asked]
+    return [wire.node]
+
+
+def _wire_outcome(outcomes: dict[str, str], key: str) -> str | None:
+    """The tripwire's outcome over its cases: failing where any case failed or errored (a case its model's
+    parametrize marks xfail is xfailed like the model's), else what its cases say (None: none reported)."""
+    found = [v for k, v in outcomes.items() if k == key or k.startswith(key + "[")]
+    if not found:
+        return None
+    return next((v for v in found if v in FAILING), None) or next((v for v in found if v != "passed"), "passed")
+
+
 def _as_run(node: str, names: dict[str, str]) -> str:
     """The node id a requested test runs under in the grader (``Composition.names``)."""
     base, bracket, params = node.partition("[")
@@ -572,7 +596,8 @@ def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limi
         if wire is not None:  # its place among the others: drawn (after its model's where that takes fixtures)
             after = max((j + 1 for j, n in enumerate(group) if n.partition("[")[0] == wire.model), default=0) \
                 if wire.after_model else 0
-            argv.insert(rng.randrange(after, len(argv) + 1), wire.node)
+            at = rng.randrange(after, len(argv) + 1)
+            argv[at:at] = wire_cases(wire, group)
         remaining = deadline - time.monotonic()
         if remaining <= 1:
             run.timed_out = True
@@ -638,7 +663,9 @@ def _judge(run: TestRun, nodes: list[str], groups) -> None:
             try:
                 junit = _parse_junit(doc["junit"].encode(), messages)
                 cases = [f"{c.get('classname', '')}::{c.get('name', '')}"
-                         for c in ET.fromstring(doc["junit"]).iter("testcase")]
+                         for c in ET.fromstring(doc["junit"]).iter("testcase")
+                         if not any(str(e.get("message", "")).startswith("failed on teardown with")
+                                    for e in c.iter("error"))]  # pytest's own second entry of a test
                 if len(cases) != len(set(cases)):
                     run.integrity.append(f"group {i}: its JUnit report holds a test twice: results were forged")
             except ET.ParseError as exc:
@@ -662,8 +689,8 @@ def _judge(run: TestRun, nodes: list[str], groups) -> None:
                                  f"{counts.get('passed', 0)}")
         if wire is None:
             continue
-        mine = select(doc["outcomes"], [wire.node]).get(wire.node)
-        theirs = select(junit, [wire.node], _junit_key).get(wire.node)
+        mine = _wire_outcome(doc["outcomes"], wire.node)
+        theirs = _wire_outcome(junit, _junit_key(wire.node))
         if mine is None and theirs is None and not any(n in doc["outcomes"] for n in group) and \
                 not select(junit, group, _junit_key):
             continue  # the group ran nothing (its module did not import): no result for the tripwire to vouch for

@@ -97,6 +97,8 @@ class Tree:
             for p in sorted(self.symlinks):
                 ti = tarfile.TarInfo(p)
                 ti.type, ti.linkname, ti.uid, ti.gid, ti.mtime = tarfile.SYMTYPE, self.symlinks[p], uid, gid, now
+                if p in root_owned:
+                    ti.uid, ti.gid = 0, 0
                 tf.addfile(ti)
         data = buf.getvalue()
         if path is not None:
