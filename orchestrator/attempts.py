@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from .costs import trial_cost
+from .agents.upstream import run_fault
 from .events import read_events
 from .manifest import CostsConfig
 from .store import RunPaths
@@ -55,11 +56,13 @@ def resumed(spec: TrialSpec, paths: RunPaths) -> TrialSpec:
 
 
 def misconfigured_by(paths: RunPaths, spec: TrialSpec) -> str | None:
-    """Why a finished attempt shows its candidate set up wrong, or None: its agent asked the proxy for another
-    model than the candidate's pinned one and never for the pinned one (every call refused: every trial of it would
-    be rejected for a mistake in the manifest, not for what the agent did). The run then starts no new trial and
-    ends with this reason; the trial itself, and every trial still running, is recorded as it ended, so an agent
-    that does this on purpose stops the run loudly but keeps nothing out of the results."""
+    """Why a finished attempt shows the run set up wrong, or None: the provider refused the run's credentials
+    (HTTP 401/403) or answered with another model than the pinned one (``upstream.run_fault``); or the agent asked
+    the proxy for another model than the candidate's pinned one and never for the pinned one (every call refused).
+    Each would make every trial fail for a mistake in the setup, not for what the agent did. The run then starts
+    no new trial and ends with this reason (exit 1); the attempt is not recorded but listed as stopped
+    (``stopped.json``), so it runs again when the run does, once the setup is fixed. An agent that provokes this
+    on purpose gains nothing: the run cannot finish, and a report on it is provisional and decides nothing."""
     events_file = paths.attempt(spec.trial_id, spec.attempt).events
     if not events_file.exists():
         return None
@@ -67,14 +70,17 @@ def misconfigured_by(paths: RunPaths, spec: TrialSpec) -> str | None:
         events = read_events(events_file)
     except (OSError, ValueError):
         return None
+    fault = run_fault(events)
+    if fault is not None:
+        return f"candidate {spec.candidate.name}: {fault} ({spec.trial_id})"
     asked = next((e.get("detail") for e in events if e.get("kind") == "model_refused"
                   and e.get("reason") == "model_not_pinned"), None)
     if asked is None or any(e.get("kind") == "model_call" for e in events):
         return None  # a call of the pinned model went through: the setup works, the rest is the agent's doing
     return (f"candidate {spec.candidate.name}: its agent asked the model proxy for model {asked!r}, but the "
             f"candidate's model_snapshot is {getattr(spec.candidate, 'model_snapshot', None)!r}, so every call was "
-            f"refused ({spec.trial_id}, recorded as its verdict says); make the agent use the pinned model (its "
-            "command's model option) and start a new run")
+            f"refused ({spec.trial_id}); make the agent use the pinned model (its command's model option), then "
+            "run the same command again")
 
 
 def harness_failure(spec: TrialSpec, exc: BaseException, paths: RunPaths,

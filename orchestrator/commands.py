@@ -55,10 +55,14 @@ def scripted_model(path: str):
     server.load(Path(path))
     server.start()
     os.environ["ANTHROPIC_BASE_URL"] = os.environ["OPENAI_BASE_URL"] = server.url  # it speaks both APIs
+    keys = [name.split("#", 1)[0] for name in server.scripts]
     for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
-        if not os.environ.get(var) and server.scripts:
-            os.environ[var] = next(iter(server.scripts)).split("#", 1)[0]
-    print(f"scripted model server on {server.url}", flush=True)
+        # a key already in the shell (a real one, most often) is presented only when the script has it; otherwise
+        # the script's first key is: a real key is never sent to the scripted server, nor answered with a 401
+        if keys and os.environ.get(var, "").strip() not in keys:
+            os.environ[var] = keys[0]
+    print(f"scripted model server on {server.url}" + (f" (key presented: {os.environ.get('ANTHROPIC_API_KEY')})"
+                                                     if keys else ""), flush=True)
     return server
 
 

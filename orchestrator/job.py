@@ -24,7 +24,7 @@ from typing import Any
 
 import docker
 
-from .agents import BudgetLimits
+from .agents import BudgetLimits, preflight
 from .backends import Backend, choose, open_backend
 from .errors import Cancelled, ConfigError, DriftError, LockError
 from .events import read_events
@@ -139,7 +139,8 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
 
     m = loaded.manifest
     choice = choose(m.execution, backend, ray_address)  # a bad --backend is refused before anything is written
-    judge = make_judge(loaded)  # a missing key is an error before any container starts
+    preflight(loaded, tasks)  # a missing key, prompt hash or price is an error before any container starts
+    judge = make_judge(loaded)
     lock = ensure_lock(loaded, tasks, client)
     lock = {**lock, "task_checks": require_checked(tasks, lock, unchecked)}
     paths = open_run(loaded, lock, out)
@@ -195,6 +196,8 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
     Returns whether the cost cap stopped admission, and how many trials were left unrun."""
     t0, stopped, at_start = time.monotonic(), False, finished
     misconfigured: str | None = None
+    unrecorded: list[str] = []  # attempts that ended on the run's configuration error: listed, never recorded
+    not_started = 0
     try:
         while queue or runner.running:
             while queue:
@@ -222,6 +225,15 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
                     result = harness_failure(spec, outcome, paths, runner.node_for(spec))
                 else:
                     result = outcome
+                wrong = misconfigured_by(paths, spec)
+                if wrong:  # the setup is wrong, not the agent: no new trial starts, and this one is not a result
+                    if misconfigured is None:
+                        misconfigured = wrong
+                        say(f"stopping: {wrong}")
+                        not_started = sum(s.attempt == 1 for s in queue)
+                        queue = deque(s for s in queue if s.attempt > 1)
+                    unrecorded.append(spec.trial_id)
+                    continue
                 if result.is_infra_error and spec.attempt == 1:
                     say(f"infrastructure error in {spec.trial_id} ({result.verdict.kind}): retrying it once")
                     # the retry is owed until it is recorded: a resumed run finds it here
@@ -230,12 +242,7 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
                     owed.retry_owed.write_text(json.dumps(result.to_dict(), default=str))
                     queue.appendleft(retry_of(spec, result))
                     continue
-                wrong = misconfigured_by(paths, spec)
-                if wrong and misconfigured is None:  # the candidate looks set up wrong: no new trial starts
-                    misconfigured = wrong
-                    say(f"stopping: {wrong}")
-                    queue = deque(s for s in queue if s.attempt > 1)
-                _record(store, paths, spec, result)  # recorded all the same: nothing the agent did is hidden
+                _record(store, paths, spec, result)
                 finished += 1
                 spent = charged(result, max_cost_usd, costs)
                 cost += spent
@@ -245,11 +252,18 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
     except BaseException:
         # running trials stop before grading; finished ones are still recorded
         for spec, outcome in runner.interrupt():
-            if isinstance(outcome, TrialResult) and (not outcome.is_infra_error or spec.attempt > 1):
+            if isinstance(outcome, TrialResult) and (not outcome.is_infra_error or spec.attempt > 1) \
+                    and not misconfigured_by(paths, spec):
                 _record(store, paths, spec, outcome)
         raise
     if misconfigured is not None:
-        raise ConfigError(misconfigured)
+        not_started += len(queue)
+        paths.stopped.write_text(json.dumps({"reason": misconfigured, "unrecorded": unrecorded,
+                                             "not_started": not_started}, indent=1) + "\n")
+        raise ConfigError(f"the run stopped: {misconfigured}\n{len(unrecorded)} trial(s) ended on it and are not "
+                          f"recorded ({', '.join(unrecorded)}); {not_started} not started. Fix the setup and run the "
+                          "same command again: they run then.")
+    paths.stopped.unlink(missing_ok=True)
     return stopped, len(queue)
 
 

@@ -65,6 +65,9 @@ class ClaudeCandidate(_CandidateBase):
     """The built-in agent on the Anthropic Messages API."""
     model_snapshot: str = Field(min_length=1)
     """A dated model snapshot, never an alias that can move."""
+    model_aliases: list[str] = []
+    """Other names the provider may answer with for ``model_snapshot`` (an answer naming any other model stops the
+    run as a configuration error); the result records both the pinned and the served name, priced as pinned."""
     system_prompt: Path | None = None
     """File holding the system prompt (relative to the manifest)."""
     system_prompt_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
@@ -111,6 +114,9 @@ class CommandCandidate(_CandidateBase):
     sandbox."""
     model_snapshot: str | None = None
     """The model the command agent is told to use, when it uses one."""
+    model_aliases: list[str] = []
+    """Other names the provider may answer with for ``model_snapshot`` (an answer naming any other model stops the
+    run as a configuration error); the result records both the pinned and the served name, priced as pinned."""
     agent_image: Path | None = None
     """The agent's installation: a recipe folder (a Dockerfile, ``ARG BASE`` / ``FROM ${BASE}``) built on top of
     each task's environment (``agentlayers``); the grader runs from the environment without it. Without it, the

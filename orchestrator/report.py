@@ -60,6 +60,8 @@ def _candidate(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str],
         "acceptance_rate_pooled_all_trials": len(accepted) / len(rows) if rows else None,
         "excluded": dict(sorted(_count(r.outcome.value for r in rows if r.outcome.value in exclusions).items())),
         "infra_errors": sum(r.outcome.value == "infra_error" for r in rows),
+        "infra_errors_by_kind": dict(sorted(_count(str(r.verdict.kind) for r in rows
+                                                   if r.outcome.value == "infra_error").items())),
         "outcomes": dict(sorted(_count(r.verdict.label for r in rows).items())),
     }
     for metric in ("pass_at_k", "pass_hat_k"):
@@ -155,7 +157,7 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
         "schema_version": SCHEMA_VERSION,
         "run": {"id": paths.root.name, "lock_sha256": hashlib.sha256(lock_bytes).hexdigest(),
                 "provisional": len(rows) < planned, "planned_trials": planned, "finished_trials": len(rows),
-                "stopped_by_cost_cap": _stopped_by_cap(paths),
+                "stopped_by_cost_cap": _stopped_by_cap(paths), "stopped": _stopped(paths),
                 "started_at": min((r.started_at or "" for r in rows), default=None),
                 "finished_at": max((r.finished_at or "" for r in rows), default=None)},
         "confidence": m.analysis.confidence, "primary_metric": f"{m.analysis.primary_metric}@{m.analysis.k[0]}",
@@ -173,6 +175,18 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
     report["warnings"] += _cost_warnings(report, m, repriced)
     report["adoption"] = adoption(report, by_cand, m, cluster_of) if rows else {"decision": "NONE", "reasons": ["no trial"]}
     return report
+
+
+def _stopped(paths: RunPaths) -> dict[str, Any] | None:
+    """Why the run's last session stopped on a configuration error (``job._run_queue`` writes it), or None."""
+    try:
+        doc = json.loads(paths.stopped.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    return {"reason": str(doc.get("reason") or ""), "unrecorded": [str(t) for t in doc.get("unrecorded") or []],
+            "not_started": int(doc.get("not_started") or 0)}
 
 
 def _node_warnings(nodes: dict[str, Any]) -> list[str]:

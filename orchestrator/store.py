@@ -133,6 +133,12 @@ class RunPaths:
         """How the run ended: stopped by its cost cap, the backend, its slots."""
         return self.root / "run.json"
 
+    @property
+    def stopped(self) -> Path:
+        """Why the run's last session stopped on a configuration error, and the attempts it left unrecorded
+        (absent once a session ends without one)."""
+        return self.root / "stopped.json"
+
     def trial(self, trial_id: str, attempt: int) -> Path:
         """The folder of one attempt of a trial (``attempt`` names its artifacts)."""
         return self.root / "trials" / slug(trial_id) / f"a{attempt}"

@@ -37,8 +37,15 @@ def _estimate(e: dict[str, Any]) -> str:
 
 
 def _run_lines(report: dict[str, Any]) -> list[str]:
-    lines = [f"run {report['run']['id']}: {report['run']['finished_trials']}/{report['run']['planned_trials']} trials"
-             + ("  (PROVISIONAL: unfinished)" if report["run"]["provisional"] else "")]
+    lines = []
+    stop = report["run"].get("stopped")
+    if stop:  # first: every figure below lacks these trials
+        lines.append(f"RUN STOPPED on a configuration error: {stop['reason']}")
+        lines.append(f"    not in any figure: {len(stop['unrecorded'])} trial(s) that ended on it"
+                     + (f" ({', '.join(stop['unrecorded'])})" if stop["unrecorded"] else "")
+                     + f", {stop['not_started']} not started; fix the setup and run the same command again")
+    lines.append(f"run {report['run']['id']}: {report['run']['finished_trials']}/{report['run']['planned_trials']} trials"
+                 + ("  (PROVISIONAL: unfinished)" if report["run"]["provisional"] else ""))
     if report["run"].get("stopped_by_cost_cap"):
         lines.append("the run stopped admitting trials when its cost reached max_run_cost_usd")
     sat = report.get("saturation") or {}
@@ -76,7 +83,9 @@ def _candidate_lines(name: str, c: dict[str, Any]) -> list[str]:
     who = f" ({agent['preset']} {agent['version']}, {agent['api']} API)" if agent.get("preset") else ""
     lines.append(f"{name}{who}: {c['n_accepted']}/{c['n_trials_in_denominator']} accepted"
                  + (f" (of {c['n_trials']} trials; excluded {c['excluded']})" if c["excluded"] else "")
-                 + f", infra errors {c['infra_errors']}")
+                 + f", infra errors {c['infra_errors']}"
+                 + (f" ({', '.join(f'{k} {n}' for k, n in c['infra_errors_by_kind'].items())})"
+                    if c.get("infra_errors_by_kind") else ""))
     for k, e in c["pass_at_k"].items():
         lines.append(f"    pass@{k} {fmt(e)}   pass^{k} {fmt(c['pass_hat_k'][k])}")
     per = c["cost_per_accepted_usd"]

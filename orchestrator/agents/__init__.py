@@ -21,7 +21,7 @@ from .prices import load_prices
 from .toolbox import ToolBox
 
 __all__ = ["Agent", "AgentContext", "AgentResult", "AgentStop", "Budget", "BudgetLimits", "StopReason", "ToolBox",
-           "make_agent", "run_agent", "api_key_from"]
+           "make_agent", "preflight", "run_agent", "api_key_from"]
 
 
 def _key_from(env: Mapping[str, str], api: str, who: str) -> str:
@@ -70,7 +70,8 @@ def make_agent(candidate, task: Task, loaded: LoadedManifest, env: Mapping[str, 
             max_tokens=candidate.max_tokens,
             thinking_budget=candidate.thinking.budget_tokens if candidate.thinking.enabled else None,
             api_key=api_key_from(env), base_url=env.get("ANTHROPIC_BASE_URL") or None,
-            price=load_prices().price(candidate.model_snapshot), workdir=task.config.workdir))
+            price=load_prices().price(candidate.model_snapshot), workdir=task.config.workdir,
+            aliases=tuple(candidate.model_aliases)))
     if kind == "command":
         from .command import CommandAgent
 
@@ -83,5 +84,19 @@ def make_agent(candidate, task: Task, loaded: LoadedManifest, env: Mapping[str, 
         else:
             key, upstream = api_key_from(env), env.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
         return CommandAgent(candidate.command, candidate.model_snapshot, key, upstream, load_prices(),
-                            dict(candidate.env), candidate.summary, candidate.api)
+                            dict(candidate.env), candidate.summary, candidate.api, tuple(candidate.model_aliases))
     raise ConfigError(f"unknown agent {kind!r}")
+
+
+def preflight(loaded: LoadedManifest, tasks: list[Task], env: Mapping[str, str] | None = None) -> None:
+    """Everything each candidate's agent needs, checked before any container starts (its API key, prompt hash,
+    price): the agent is made for the candidate's first task and let go; ``ConfigError`` naming the candidate."""
+    if not tasks:
+        return
+    for candidate in loaded.manifest.candidates:
+        try:
+            agent = make_agent(candidate, tasks[0], loaded, env)
+        except ConfigError as exc:
+            raise ConfigError(f"candidate {candidate.name!r}: {exc.message}") from None
+        if hasattr(agent, "close"):
+            agent.close()

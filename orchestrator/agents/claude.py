@@ -27,9 +27,9 @@ from ..errors import AgentStop
 from .budget import StopReason
 from .prices import Price
 from .toolbox import clip, tool_specs
+from .upstream import AUTH, MISMATCH, RETRYABLE, UPSTREAM_ERROR, describe, error_fields, is_served_as
 
 MAX_ATTEMPTS = 6
-RETRYABLE = {408, 409, 429, 500, 502, 503, 504, 529}
 DEFAULT_SYSTEM_PROMPT = (
     "You are a software engineer working in the repository at /workspace. Use the tools to inspect and "
     "change it, run its tests, and call submit with a one-line summary when the task is done. If the task "
@@ -48,6 +48,8 @@ class ClaudeSettings:
     price: Price
     workdir: str = "/workspace"
     """The task's workspace, named in the tool definitions."""
+    aliases: tuple[str, ...] = ()
+    """Other names the provider may answer with for ``model`` (the manifest's ``model_aliases``)."""
 
 
 def _block(block: Any) -> dict[str, Any]:
@@ -113,12 +115,19 @@ class ClaudeAgent(Agent):
             except anthropic.APIStatusError as exc:
                 status, retry_after = exc.status_code, exc.response.headers.get("retry-after")
                 request_id = exc.response.headers.get("request-id")
+                fields = error_fields(status, exc.response.content)
+                ctx.events.append(UPSTREAM_ERROR, **fields, request_id=request_id, api="anthropic",
+                                  latency_s=round(time.monotonic() - t0, 6), started_at=started, ended_at=now_iso())
                 if status not in RETRYABLE:
-                    # credentials and permissions are the provider's or the operator's problem; any other 4xx
-                    # (a prompt too long, a malformed request) is the agent design's own failure
-                    reason = StopReason.MODEL_ERROR if status in (401, 403) or status >= 500 else StopReason.AGENT_ERROR
-                    raise AgentStop(reason, f"HTTP {status}: {clip(str(exc.message), 300)}") from exc
+                    # credentials and permissions are the operator's problem (``upstream.run_fault`` stops the run),
+                    # a 5xx the provider's; any other 4xx (a prompt too long, a malformed request) is the agent
+                    # design's own failure
+                    reason = StopReason.MODEL_ERROR if status in AUTH or status >= 500 else StopReason.AGENT_ERROR
+                    raise AgentStop(reason, describe(fields)) from exc
             except anthropic.APIConnectionError as exc:
+                ctx.events.append(UPSTREAM_ERROR, status="connection", error_type=type(exc).__name__, message=None,
+                                  request_id=None, api="anthropic", latency_s=round(time.monotonic() - t0, 6),
+                                  started_at=started, ended_at=now_iso())
                 ctx.budget.check_deadline()
                 status, retry_after, request_id = "connection", None, None
                 if ctx.budget.remaining() <= 1.0:
@@ -134,7 +143,8 @@ class ClaudeAgent(Agent):
             ctx.events.append("model_retry", status=status, attempt=attempt, wait_s=round(wait, 3), request_id=request_id)
             retries += 1
             time.sleep(wait)
-        raise AgentStop(StopReason.MODEL_ERROR, f"the model failed {MAX_ATTEMPTS} times (last: {status})")
+        raise AgentStop(StopReason.MODEL_ERROR, f"the provider failed {MAX_ATTEMPTS} requests in a row (last: "
+                                                f"{'no connection' if status == 'connection' else f'HTTP {status}'})")
 
     def _record(self, raw: Any, response: Any, request: dict[str, Any], started: str, t0: float,
                 retries: int, ctx: AgentContext) -> None:
@@ -155,6 +165,10 @@ class ClaudeAgent(Agent):
             cache_read_tokens=cache_read, cache_write_tokens=cache_write, latency_s=round(time.monotonic() - t0, 6),
             stop_reason=response.stop_reason, retries=retries, cost_usd=round(cost, 8), content=content,
             started_at=started, ended_at=now_iso())
+        if not is_served_as(self.s.model, response.model, self.s.aliases):  # the run's configuration, not the agent
+            ctx.events.append(MISMATCH, pinned=self.s.model, served=response.model)
+            raise AgentStop(StopReason.MODEL_ERROR, f"the provider answered with model {response.model!r}, "
+                                                    f"not {self.s.model!r}")
         ctx.budget.check_after_model()
 
 

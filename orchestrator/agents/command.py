@@ -40,12 +40,14 @@ class CommandAgent(Agent):
     name = "command"
 
     def __init__(self, command: str, model: str | None, api_key: str, upstream: str, prices: PriceTable,
-                 env: dict[str, str] | None = None, summary: str = "last_line", api: str = "anthropic") -> None:
+                 env: dict[str, str] | None = None, summary: str = "last_line", api: str = "anthropic",
+                 aliases: tuple[str, ...] = ()) -> None:
         self.command = command
         self.api = api
         self.env = dict(env or {})
         self.summary = summary
         self.model = model
+        self.aliases = tuple(aliases)
         self.api_key = api_key
         self.upstream = upstream
         self.prices = prices
@@ -57,7 +59,8 @@ class CommandAgent(Agent):
         if folder is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="trialbox-proxy-")
             folder = Path(self._tmp.name)
-        self.proxy = ModelProxy(folder, self.upstream, self.api_key, self.model, self.prices, self.api).start()
+        self.proxy = ModelProxy(folder, self.upstream, self.api_key, self.model, self.prices, self.api,
+                                self.aliases).start()
         return [(str(self.proxy.folder), MOUNT)]
 
     def close(self) -> None:
@@ -90,6 +93,9 @@ class CommandAgent(Agent):
                           stderr=clip(res.stderr.decode("utf-8", errors="replace"), 4000))
         if self.proxy.stop_reason is not None:
             raise self.proxy.stop_reason
+        fault = self.proxy.fault()  # the provider failed the agent (before a timeout: it may have waited on it)
+        if fault is not None:
+            raise AgentStop(StopReason.MODEL_ERROR, fault)
         if res.timed_out:
             raise AgentStop(StopReason.DEADLINE, "the command was still running at the deadline")
         if res.exit_code != 0:

@@ -46,6 +46,7 @@ from ..errors import AgentStop
 from .budget import Budget, StopReason
 from . import anthropic_wire, openai_wire
 from .proxyreplies import ALLOWED_PATHS, ProxyReplies
+from .upstream import AUTH, MISMATCH, UPSTREAM_ERROR, describe, error_fields, is_served_as, trial_fault
 from .prices import PriceTable
 
 SOCKET_NAME = "model.sock"
@@ -77,7 +78,7 @@ class ModelProxy(ProxyReplies):
     """One trial's proxy: ``start()`` before the sandbox is created, ``attach()`` when the agent runs."""
 
     def __init__(self, folder: Path, upstream: str, real_key: str, model: str | None, prices: PriceTable,
-                 api: str = "anthropic") -> None:
+                 api: str = "anthropic", aliases: tuple[str, ...] = ()) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         os.chmod(self.folder, 0o755)
@@ -87,6 +88,8 @@ class ModelProxy(ProxyReplies):
         self.upstream = upstream.rstrip("/")
         self.real_key = real_key
         self.model = model
+        self.aliases = tuple(aliases)
+        """Names the provider may answer with for the pinned model (the manifest's ``model_aliases``)."""
         self.prices = prices
         self.api = api
         self.token = "tbx-" + secrets.token_hex(16)
@@ -96,6 +99,8 @@ class ModelProxy(ProxyReplies):
         self.budget: Budget | None = None
         self.stop_reason: AgentStop | None = None
         self.model_tool_uses = 0
+        self.exchanges: list[dict[str, Any]] = []
+        """Each relayed model request's end, in order: an answer (``model_call``) or an upstream error."""
         self.refused: list[dict[str, Any]] = []
         """Requests refused before the trial's event log was attached (recorded when it is)."""
         self.in_flight = 0
@@ -239,6 +244,10 @@ class ModelProxy(ProxyReplies):
             with self._lock:
                 self.in_flight -= 1
 
+    def fault(self) -> str | None:
+        """Why the model side failed this trial (``upstream.trial_fault`` over what this proxy recorded), or None."""
+        return trial_fault(self.exchanges)
+
     def wait_idle(self, timeout: float = 10.0) -> None:
         """Wait until no request is in flight (so every call is recorded before the result is built)."""
         deadline = time.monotonic() + timeout
@@ -256,7 +265,8 @@ class ModelProxy(ProxyReplies):
         headers["accept-encoding"] = "identity"  # and whatever comes encoded anyway is decoded below
         if self.trial_id:
             headers["x-trialbox-trial"] = self.trial_id
-        status, request_id, received = 502, None, bytearray()
+        status: int | str = 502
+        request_id, received = None, bytearray()
         try:
             with self._http.stream("POST", url, content=body, headers=headers) as up:
                 status, request_id = up.status_code, up.headers.get("request-id")
@@ -273,7 +283,7 @@ class ModelProxy(ProxyReplies):
                     except OSError:
                         pass  # the agent hung up; the model still answered and is still charged
         except httpx.HTTPError as exc:
-            status = 502
+            status = "connection" if not received else 502  # never reached, or cut off mid-answer
             try:
                 self._reply(h, 502, "api_error", f"trialbox proxy: upstream failed: {type(exc).__name__}")
             except OSError:
@@ -281,12 +291,23 @@ class ModelProxy(ProxyReplies):
         finally:
             self._record(request, bytes(received), status, request_id, started, t0, url.path)
 
-    def _record(self, request: dict[str, Any], received: bytes, status: int, request_id: str | None, started: str,
-                t0: float, path: str) -> None:
-        """Record one relayed call (``request``: its body as parsed once, in ``_handle``)."""
+    def _record(self, request: dict[str, Any], received: bytes, status: int | str, request_id: str | None,
+                started: str, t0: float, path: str) -> None:
+        """Record one relayed call (``request``: its body as parsed once, in ``_handle``). An error answer is a
+        ``model_upstream_error``; one refusing the run's credentials (401/403) stops the trial at once, every later
+        request refused here, so no agent spends minutes retrying a key that cannot work (``upstream.run_fault``
+        then stops the run)."""
         counting = path.endswith(COUNT_TOKENS)
         if status != 200:
-            self.events.append("model_retry", status=status, attempt=None, wait_s=None, request_id=request_id)
+            fields = error_fields(status, bytes(received[:65536]))
+            with self._record_lock:
+                self.events.append(UPSTREAM_ERROR, **fields, request_id=request_id, api=self.api,
+                                   latency_s=round(time.monotonic() - t0, 6), started_at=started, ended_at=now_iso())
+                if not counting:
+                    self.exchanges.append({"kind": UPSTREAM_ERROR, **fields})
+                if status in AUTH and not counting:
+                    self.stop_reason = self.stop_reason or AgentStop(
+                        StopReason.MODEL_ERROR, f"the provider refused the run's credentials ({describe(fields)})")
             return
         if counting:  # counting tokens is free: recorded, never charged
             try:
@@ -300,10 +321,11 @@ class ModelProxy(ProxyReplies):
         answer = wire.read_answer(path, received)
         tin, tout, cread, cwrite = answer["usage"]
         served = answer["model"] or request.get("model", "")
-        price_model = served if served in self.prices.models else (self.model or request.get("model", ""))
+        price_model = self.model or served  # the pinned model's price: another name that answers is refused below
         cost = self.prices.price(price_model).cost(tin, tout, cread, cwrite) if price_model in self.prices.models else 0.0
         with self._record_lock:
             self.budget.charge_model(tin, tout, cread, cwrite, cost)
+            self.exchanges.append({"kind": "model_call"})
             self.events.append(
                 "model_call", model_requested=request.get("model"), model_served=served, request_id=request_id,
                 input_tokens=tin, output_tokens=tout, cache_read_tokens=cread, cache_write_tokens=cwrite,
@@ -315,6 +337,10 @@ class ModelProxy(ProxyReplies):
                 self.budget.reported_tool_calls += 1
                 self.events.append("model_tool_use", source="model_reported", tool=name, arguments=arguments,
                                    tool_use_id=use_id)
+            if not is_served_as(self.model, answer["model"], self.aliases):  # another model answered: the run's
+                self.events.append(MISMATCH, pinned=self.model, served=answer["model"])  # configuration, not the agent
+                self.stop_reason = self.stop_reason or AgentStop(
+                    StopReason.MODEL_ERROR, f"the provider answered with model {answer['model']!r}, not {self.model!r}")
             try:
                 self.budget.check_after_model()
             except AgentStop as stop:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 
-from ..stops import AgentResult
+from ..stops import AgentResult, StopReason
+from ..agents.upstream import trial_fault
 from ..hashing import tree_sha256
 from ..log import get_logger
 from ..tasks import Task
@@ -225,7 +226,9 @@ def grade_trial(sandboxes: SandboxFactory, image_id: str, task: Task, original: 
         crits.append(C.Criterion("export", not final.complete, final.complete,
                                  {"truncated": notes["truncated"], "missing_or_different": notes["problems"][:50],
                                   "notes": notes["notes"][:50]}))
-    verdict = dataclasses.replace(decide(crits, agent.stop_reason, broken_reason(events)),
+    fault = trial_fault(events) or (agent.detail if agent.stop_reason is StopReason.MODEL_ERROR else None)
+    verdict = dataclasses.replace(decide(crits, agent.stop_reason, broken_reason(events),
+                                         None if agent.stop_reason.is_budget else fault),
                                   grader_version=grader_version(task))
     lap("grading")  # the criteria, computed on the host
     return Grade(verdict, diff, run, sum(used, Usage()))

@@ -265,8 +265,72 @@ def test_an_agent_asking_for_another_model_stops_the_run_as_a_configuration_erro
     with pytest.raises(ConfigError) as info:
         _run_queue(deque([spec(0), spec(1), spec(2)]), 3, 0, None, 0.0, st, backend, paths, lambda _: None, 1.0)
     assert "candidate a" in info.value.message and "claude-opus-4-1-20250805" in info.value.message
-    # the trial is recorded as it ended (an agent doing this on purpose hides nothing); no new trial started
-    assert [r.id for r in st.trials()] == ["t/a/0"] and backend.submitted == [("t/a/0", 1)]
+    # the trial ended on the setup, not on the agent: listed as stopped, never recorded; no new trial started
+    assert st.trials() == [] and backend.submitted == [("t/a/0", 1)]
+    stop = json.loads(paths.stopped.read_text())
+    assert stop["unrecorded"] == ["t/a/0"] and stop["not_started"] == 2 and "claude-opus-4-1" in stop["reason"]
+    assert "2 not started" in info.value.message and "t/a/0" in info.value.message
+
+
+def _ending(paths, s, *events):
+    from orchestrator.events import EventLog
+
+    log = EventLog(paths.attempt(s.trial_id, s.attempt).events, s.trial_id)
+    for kind, fields in events:
+        log.append(kind, **fields)
+    log.close()
+
+
+def test_an_upstream_401_stops_the_run_before_its_retry_and_records_no_trial(store):
+    """The provider refusing the key is the operator's setup: no retry is spent on it, nothing is recorded as the
+    agent's, the trials still running that end on it are listed too, and one that ends well is recorded."""
+    from orchestrator.errors import ConfigError
+
+    paths, st = store
+
+    def answer(s):
+        if s.replicate == 1:  # running beside it, unaffected
+            _ending(paths, s, ("model_call", {"model_requested": "m", "cost_usd": 0.0}))
+            return accepted(s)
+        _ending(paths, s, ("model_upstream_error", {"status": 401, "error_type": "authentication_error",
+                                                    "message": "invalid x-api-key"}))
+        return TrialResult.from_dict({**accepted(s).to_dict(),
+                                      "verdict": infra_verdict("model_api", "refused").to_dict()})
+
+    backend = Scripted(answer)
+    said: list[str] = []
+    with pytest.raises(ConfigError) as info:
+        _run_queue(deque([spec(0), spec(1), spec(2), spec(3)]), 4, 0, None, 0.0, st, backend, paths, said.append, 1.0)
+    assert "HTTP 401 authentication_error: invalid x-api-key" in info.value.message
+    assert [r.id for r in st.trials()] == ["t/a/1"]
+    assert all(attempt == 1 for _, attempt in backend.submitted)  # no retry spent on a key that cannot work
+    assert set(json.loads(paths.stopped.read_text())["unrecorded"]) == {"t/a/0"}
+    assert not any("retrying" in line for line in said)
+
+
+def test_a_served_model_that_is_not_the_pinned_one_stops_the_run(store):
+    from orchestrator.errors import ConfigError
+
+    paths, st = store
+
+    def answer(s):
+        _ending(paths, s, ("model_call", {"model_requested": "pinned-1", "model_served": "other-2"}),
+                ("model_mismatch", {"pinned": "pinned-1", "served": "other-2"}))
+        return accepted(s)
+
+    backend = Scripted(answer)
+    backend.slots = 1
+    with pytest.raises(ConfigError) as info:
+        _run_queue(deque([spec(0), spec(1)]), 2, 0, None, 0.0, st, backend, paths, lambda _: None, 1.0)
+    assert "'other-2'" in info.value.message and "'pinned-1'" in info.value.message
+    assert "model_aliases" in info.value.message and st.trials() == []
+
+
+def test_a_session_that_ends_without_a_stop_removes_the_last_stop_record(store):
+    paths, st = store
+    paths.stopped.write_text(json.dumps({"reason": "earlier", "unrecorded": ["t/a/0"], "not_started": 1}))
+    _run_queue(deque([spec(0)]), 1, 0, None, 0.0, st, Scripted(accepted), paths, lambda _: None, 1.0)
+    assert not paths.stopped.exists() and [r.id for r in st.trials()] == ["t/a/0"]
 
 
 def test_a_resumed_run_counts_what_its_earlier_session_recorded(store):
