@@ -28,7 +28,12 @@ kind               fields
                    ``content`` (the response's blocks, text truncated),
                    ``started_at``, ``ended_at``
 ``model_retry``    ``status`` (HTTP status or ``connection``), ``attempt``,
-                   ``wait_s``, ``request_id``
+                   ``wait_s``, ``request_id``: the built-in agent waiting to ask again
+``model_upstream_error`` ``status`` (HTTP status or ``connection``), ``error_type``,
+                   ``message``, ``request_id``, ``api``: an error answer of the
+                   provider (``agents.upstream`` reads these)
+``model_mismatch`` ``pinned``, ``served``: an answer naming another model than the
+                   candidate's (and none of its ``model_aliases``)
 ``model_refused``  ``reason`` (the budget the proxy enforced, ``model_not_pinned``),
                    ``detail``
 ``model_count_tokens`` ``model_requested``, ``input_tokens``: a token count the

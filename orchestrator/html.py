@@ -143,6 +143,11 @@ def render(report: dict[str, Any]) -> str:
     plots = [pass_plot(report, "pass_at_k", "pass@k"), pass_plot(report, "pass_hat_k", "pass^k"), cost_plot(report),
              latency_plot(report), paired_plot(report)]
     warnings = "".join(f"<p class='warn'>warning: {_esc(w)}</p>" for w in report["warnings"])
+    stop = run.get("stopped")
+    if stop:  # before every figure: they all lack these trials
+        warnings = (f"<p class='warn'><strong>RUN STOPPED on a configuration error:</strong> {_esc(stop['reason'])}; "
+                    f"not in any figure: {_esc(len(stop['unrecorded']))} trial(s) that ended on it "
+                    f"({_esc(', '.join(stop['unrecorded']))}), {_esc(stop['not_started'])} not started</p>") + warnings
     cost_table, ablation_table, node_table = _cost_table(report), _ablation_table(report), _node_table(report)
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>trialbox report</title>
 <style>body{{font:14px system-ui,sans-serif;margin:24px;max-width:1100px}}figure{{display:inline-block;margin:8px}}
