@@ -177,18 +177,18 @@ def test_ctrl_c_on_the_driver_cancels_and_leaves_no_container_on_any_node(cluste
     # another live run whose folder has the same name: its container must survive this run's clean-up
     bystander = client.containers.run(python_image, ["sleep", "300"], detach=True, network_mode="none", labels={
         "org.trialbox.managed": "true", "org.trialbox.run": run.name, OWNER: owner_label()})
-    proc = cluster.popen([sys.executable, "-m", "orchestrator.cli", "run", str(manifest), "--unchecked", "--backend", "ray",
-                          "--out", str(run)], env=ENV, cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    try:
-        wait_for(lambda: {node_of(cluster, c) for c in run_containers(client, run)} >= {"n1", "n2"}, 120,
-                 "trials running on both nodes")
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    try:
+    try:  # the bystander is removed whatever fails, the wait or the driver included
+        proc = cluster.popen([sys.executable, "-m", "orchestrator.cli", "run", str(manifest), "--unchecked", "--backend",
+                              "ray", "--out", str(run)], env=ENV, cwd=repo_root, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: {node_of(cluster, c) for c in run_containers(client, run)} >= {"n1", "n2"}, 120,
+                     "trials running on both nodes")
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
         bystander.reload()
         assert bystander.status == "running"
     finally:
