@@ -67,7 +67,7 @@ def run_containers(client, run: Path) -> list[Seen]:
     return [Seen(c["Id"], c["Names"][0].lstrip("/"), c.get("Labels") or {}) for c in found]
 
 
-def sleepy_manifest(folder: Path, repo_root: Path, seconds: int, trials: int = 2) -> Path:
+def sleepy_manifest(folder: Path, repo_root: Path, seconds: int, trials: int = 2, deadline: int = 120) -> Path:
     """Two candidates whose agent sleeps, then submits; two tasks."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "sleep.yaml").write_text(f'steps:\n  - bash: {{command: "sleep {seconds}"}}\n  - submit: {{summary: done}}\n')
@@ -77,7 +77,7 @@ candidates:
   - {{name: a, agent: script, script: sleep.yaml}}
   - {{name: b, agent: script, script: sleep.yaml}}
 environment: {{cpu_limit: 1.0, cpu_reservation: 0.5, memory_limit_mb: 512, memory_reservation_mb: 256, disk_limit_mb: 128}}
-execution: {{trials_per_task: {trials}, deadline_seconds: 120}}
+execution: {{trials_per_task: {trials}, deadline_seconds: {deadline}}}
 tasks:
   path: {repo_root}/tasks
   graders: {repo_root}/graders
@@ -88,14 +88,28 @@ analysis: {{k: [1]}}
     return folder / "sleepy.yaml"
 
 
-def wait_for(predicate, timeout: float, what: str):
+def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None, seen=None):
+    """``predicate``'s first true value within ``timeout``; else fail with what was seen and, given the
+    driver ``proc``, its output (it is stopped first: a busy host must be diagnosable from the log alone)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
+        if proc is not None and proc.poll() is not None:
+            break
         time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    detail = f"; seen: {seen()}" if seen else ""
+    if proc is not None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        detail += f"; the driver exited {proc.returncode}:\n{out[-3000:]}\n{err[-3000:]}"
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{detail}")
 
 
 def node_of(cluster: LocalRayCluster, container) -> str | None:
@@ -170,9 +184,11 @@ def test_same_verdicts_as_local_and_blocks_stay_on_one_node(cluster, tmp_path, r
     assert run_containers(client, run) == [] and run_containers(client, local) == []
 
 
+@pytest.mark.timeout(1200)
 def test_ctrl_c_on_the_driver_cancels_and_leaves_no_container_on_any_node(cluster, tmp_path, repo_root, client,
                                                                            python_image):
-    manifest = sleepy_manifest(tmp_path / "m", repo_root, 60)
+    # the agents sleep far longer than any start-up on a busy host: no trial can end before the Ctrl-C
+    manifest = sleepy_manifest(tmp_path / "m", repo_root, 1500, deadline=1800)
     run = tmp_path / "interrupted"
     # another live run whose folder has the same name: its container must survive this run's clean-up
     bystander = client.containers.run(python_image, ["sleep", "300"], detach=True, network_mode="none", labels={
@@ -182,10 +198,12 @@ def test_ctrl_c_on_the_driver_cancels_and_leaves_no_container_on_any_node(cluste
                               "ray", "--out", str(run)], env=ENV, cwd=repo_root, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         try:
-            wait_for(lambda: {node_of(cluster, c) for c in run_containers(client, run)} >= {"n1", "n2"}, 120,
-                     "trials running on both nodes")
+            on_nodes = lambda: {node_of(cluster, c) for c in run_containers(client, run)}  # noqa: E731
+            wait_for(lambda: on_nodes() >= {"n1", "n2"}, 300, "trials running on both nodes", proc, on_nodes)
             proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=120)
+            # the interrupt path's own bounds: 30 s for the trials to stop, 15 s for killed workers, two
+            # clean-ups of up to 120 s each on the nodes
+            out, err = proc.communicate(timeout=330)
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -199,8 +217,10 @@ def test_ctrl_c_on_the_driver_cancels_and_leaves_no_container_on_any_node(cluste
     assert rows(run) == []  # nothing had finished: nothing recorded, nothing half-recorded
 
 
+@pytest.mark.timeout(1500)
 def test_a_lost_node_and_a_lost_worker_are_retried_once_and_nothing_is_lost(cluster, tmp_path, repo_root, client):
-    manifest = sleepy_manifest(tmp_path / "m", repo_root, 12)
+    # long enough that agents overlap on both nodes even when a busy host starts them far apart
+    manifest = sleepy_manifest(tmp_path / "m", repo_root, 40, deadline=600)
     run = tmp_path / "faults"
     proc = cluster.popen([sys.executable, "-m", "orchestrator.cli", "run", str(manifest), "--unchecked", "--backend", "ray",
                           "--out", str(run)], env=ENV, cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -213,7 +233,9 @@ def test_a_lost_node_and_a_lost_worker_are_retried_once_and_nothing_is_lost(clus
                 by_node.setdefault(node_of(cluster, c), []).append(c)
             return by_node if {"n1", "n2"} <= set(by_node) else None
 
-        by_node = wait_for(agents_on_both, 120, "agents running on both nodes")
+        by_node = wait_for(agents_on_both, 300, "agents running on both nodes", proc,
+                           lambda: [(node_of(cluster, c), c.labels.get("org.trialbox.role")) for c in
+                                    run_containers(client, run)])
         victim = by_node["n1"][0]
         killed_worker_trial = victim.labels["org.trialbox.trial"]
         lost_trials = {c.labels["org.trialbox.trial"] for c in by_node["n2"]}
@@ -223,7 +245,7 @@ def test_a_lost_node_and_a_lost_worker_are_retried_once_and_nothing_is_lost(clus
         wait_for(lambda: victim.id not in {c["Id"] for c in client.api.containers(all=True)}, 60,
                  "the killed worker's sandbox to be removed")
         assert proc.poll() is None
-        out, err = proc.communicate(timeout=600)
+        out, err = proc.communicate(timeout=1200)
     finally:
         if proc.poll() is None:
             proc.kill()
