@@ -25,8 +25,11 @@ kind               fields
                    ``input_tokens``, ``output_tokens``,
                    ``cache_read_tokens``, ``cache_write_tokens``,
                    ``latency_s``, ``stop_reason``, ``retries``, ``cost_usd``,
-                   ``content`` (the response's blocks, text truncated),
-                   ``started_at``, ``ended_at``
+                   ``content`` (the response's blocks; a command agent's, from
+                   the proxy, are its text and thinking blocks, its tool calls
+                   being ``model_tool_use``), text kept up to
+                   ``upstream.MAX_TEXT_CHARS`` per answer, ``text_truncated``
+                   (the whole count) when cut, ``started_at``, ``ended_at``
 ``model_retry``    ``status`` (HTTP status or ``connection``), ``attempt``,
                    ``wait_s``, ``request_id``: the built-in agent waiting to ask again
 ``model_upstream_error`` ``status`` (HTTP status or ``connection``), ``error_type``,

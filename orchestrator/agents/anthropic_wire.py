@@ -34,6 +34,8 @@ def parse_sse(data: bytes) -> dict[str, Any] | None:
             d = ev["delta"]
             if d.get("type") == "text_delta":
                 blocks[ev["index"]]["text"] = blocks[ev["index"]].get("text", "") + d.get("text", "")
+            elif d.get("type") == "thinking_delta":
+                blocks[ev["index"]]["thinking"] = blocks[ev["index"]].get("thinking", "") + d.get("thinking", "")
             elif d.get("type") == "input_json_delta":
                 partial[ev["index"]] = partial.get(ev["index"], "") + d.get("partial_json", "")
         elif kind == "message_delta" and message is not None:
@@ -96,13 +98,16 @@ def provider_fetches(request: dict[str, Any]) -> list[str]:
 
 def read_answer(path: str, received: bytes) -> dict[str, Any]:
     """What a Messages answer says: ``model``, ``stop_reason``, ``usage`` (input, output, cache_read,
-    cache_write) and ``tool_uses`` (name, input, id)."""
+    cache_write), ``tool_uses`` (name, input, id) and ``text`` (its ``text`` and ``thinking`` blocks)."""
     try:
         message = loads_bounded(received)
     except ValueError:
         message = parse_sse(received) or {}
     usage = message.get("usage") or {}
+    blocks = message.get("content") if isinstance(message.get("content"), list) else []
     return {"model": message.get("model"), "stop_reason": message.get("stop_reason"),
+            "text": [{"type": b["type"], b["type"]: b[b["type"]]} for b in blocks if isinstance(b, dict)
+                     and b.get("type") in ("text", "thinking") and isinstance(b.get(b["type"]), str)],
             "usage": (int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
                       int(usage.get("cache_read_input_tokens") or 0), int(usage.get("cache_creation_input_tokens") or 0)),
             "tool_uses": [(b.get("name"), b.get("input"), b.get("id")) for b in message.get("content") or []

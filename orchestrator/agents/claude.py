@@ -26,8 +26,8 @@ from .base import Agent, AgentContext
 from ..errors import AgentStop
 from .budget import StopReason
 from .prices import Price
-from .toolbox import clip, tool_specs
-from .upstream import AUTH, MISMATCH, RETRYABLE, UPSTREAM_ERROR, describe, error_fields, is_served_as
+from .toolbox import tool_specs
+from .upstream import AUTH, MISMATCH, RETRYABLE, UPSTREAM_ERROR, bounded_text, describe, error_fields, is_served_as
 
 MAX_ATTEMPTS = 6
 DEFAULT_SYSTEM_PROMPT = (
@@ -153,17 +153,13 @@ class ClaudeAgent(Agent):
         cache_write = u.cache_creation_input_tokens or 0
         cost = self.s.price.cost(u.input_tokens, u.output_tokens, cache_read, cache_write)
         ctx.budget.charge_model(u.input_tokens, u.output_tokens, cache_read, cache_write, cost)
-        content = [_block(b) for b in response.content]
-        for b in content:
-            if b.get("type") == "text":
-                b["text"] = clip(b["text"], 4000)
-            elif b.get("type") == "thinking":
-                b["thinking"] = clip(b.get("thinking", ""), 4000)
+        content, cut = bounded_text([_block(b) for b in response.content])  # what the secrets scan reads
         ctx.events.append(
             "model_call", model_requested=request["model"], model_served=response.model,
             request_id=raw.headers.get("request-id"), input_tokens=u.input_tokens, output_tokens=u.output_tokens,
             cache_read_tokens=cache_read, cache_write_tokens=cache_write, latency_s=round(time.monotonic() - t0, 6),
             stop_reason=response.stop_reason, retries=retries, cost_usd=round(cost, 8), content=content,
+            **({"text_truncated": cut} if cut else {}),
             started_at=started, ended_at=now_iso())
         if not is_served_as(self.s.model, response.model, self.s.aliases):  # the run's configuration, not the agent
             ctx.events.append(MISMATCH, pinned=self.s.model, served=response.model)

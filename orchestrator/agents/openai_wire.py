@@ -221,7 +221,8 @@ def _arguments(text: str) -> Any:
 
 def read_answer(path: str, received: bytes) -> dict[str, Any]:
     """What an OpenAI-format answer says, in trialbox's terms: ``model``, ``stop_reason``, ``usage`` (input,
-    output, cache_read, cache_write) and ``tool_uses`` (name, input, id), plain or streamed."""
+    output, cache_read, cache_write), ``tool_uses`` (name, input, id) and ``text`` (the answer's text, and a
+    Responses reasoning summary, as ``text`` and ``thinking`` blocks), plain or streamed."""
     try:
         answer: Any = loads_bounded(received)  # nested thousands deep: read to a depth, never raises
     except ValueError:
@@ -232,34 +233,44 @@ def read_answer(path: str, received: bytes) -> dict[str, Any]:
             answer = done[-1]["response"] if done else {}
         usage = answer.get("usage") or {}
         cached = int((usage.get("input_tokens_details") or {}).get("cached_tokens") or 0)
+        text = [{"type": "text", "text": c["text"]} for o in answer.get("output") or [] if o.get("type") == "message"
+                for c in o.get("content") or [] if isinstance(c, dict) and isinstance(c.get("text"), str)]
+        text += [{"type": "thinking", "thinking": c["text"]} for o in answer.get("output") or []
+                 if o.get("type") == "reasoning" for c in o.get("summary") or []
+                 if isinstance(c, dict) and isinstance(c.get("text"), str)]
         tools = [(o.get("name") or o.get("type"),
                   o["action"] if isinstance(o.get("action"), dict) else _arguments(o.get("arguments") or o.get("input") or ""),
                   o.get("call_id")) for o in answer.get("output") or []
                  if o.get("type") in ("function_call", "custom_tool_call", "local_shell_call")]
-        return {"model": answer.get("model"), "stop_reason": answer.get("status"), "tool_uses": tools,
+        return {"model": answer.get("model"), "stop_reason": answer.get("status"), "tool_uses": tools, "text": text,
                 "usage": (int(usage.get("input_tokens") or 0) - cached, int(usage.get("output_tokens") or 0), cached, 0)}
     if answer is None:  # chat chunks: tool calls assembled by index, usage from the chunk that has it
         chunks = _sse(received)
         calls: dict[int, dict[str, str]] = {}
-        finish, usage, model = None, {}, None
+        finish, usage, model, said = None, {}, None, []
         for c in chunks:
             model = c.get("model") or model
             usage = c.get("usage") or usage
             for choice in c.get("choices") or []:
                 finish = choice.get("finish_reason") or finish
+                piece = (choice.get("delta") or {}).get("content")
+                if isinstance(piece, str):
+                    said.append(piece)
                 for tc in (choice.get("delta") or {}).get("tool_calls") or []:
                     call = calls.setdefault(int(tc.get("index") or 0), {"id": None, "name": "", "arguments": ""})
                     fn = tc.get("function") or {}
                     call["id"] = tc.get("id") or call["id"]
                     call["name"] += fn.get("name") or ""
                     call["arguments"] += fn.get("arguments") or ""
-        answer = {"model": model, "usage": usage, "choices": [{"finish_reason": finish, "message": {"tool_calls": [
-            {"id": c.pop("id"), "function": c} for _, c in sorted(calls.items())]}}]}
+        answer = {"model": model, "usage": usage, "choices": [{"finish_reason": finish, "message": {
+            "content": "".join(said), "tool_calls": [{"id": c.pop("id"), "function": c} for _, c in sorted(calls.items())]}}]}
     usage = answer.get("usage") or {}
     cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
     choices = answer.get("choices") or [{}]
     choice = choices[0]
     tools = [((tc.get("function") or {}).get("name"), _arguments((tc.get("function") or {}).get("arguments") or ""),
               tc.get("id")) for c in choices for tc in (c.get("message") or {}).get("tool_calls") or []]
-    return {"model": answer.get("model"), "stop_reason": choice.get("finish_reason"), "tool_uses": tools,
+    text = [{"type": "text", "text": (c.get("message") or {})["content"]} for c in choices
+            if isinstance((c.get("message") or {}).get("content"), str) and c["message"]["content"]]
+    return {"model": answer.get("model"), "stop_reason": choice.get("finish_reason"), "tool_uses": tools, "text": text,
             "usage": (int(usage.get("prompt_tokens") or 0) - cached, int(usage.get("completion_tokens") or 0), cached, 0)}

@@ -6,8 +6,9 @@ container (``/run/trialbox/model.sock``, with ``forwarder.py`` beside it for
 agents that want an HTTP URL). The container gets a per-trial token, never
 the real key: the proxy checks the token, swaps in the real key on the
 upstream side (httpx), and relays the answer (streamed or not). For every
-request it records, on the host, a ``model_call`` event with usage and cost
-(source ``harness``: observed by trialbox) and one ``model_tool_use`` event
+request it records, on the host, a ``model_call`` event with usage, cost and
+the answer's text (``content``: its text and thinking blocks, bounded by
+``upstream.MAX_TEXT_CHARS``; source ``harness``: observed by trialbox) and one ``model_tool_use`` event
 per tool_use block of the answer (source ``model_reported``: what the model
 says it called, not what ran). It enforces the trial's token, cost and
 tool-call budgets by refusing further requests (HTTP 403,
@@ -46,7 +47,7 @@ from ..errors import AgentStop
 from .budget import Budget, StopReason
 from . import anthropic_wire, openai_wire
 from .proxyreplies import ALLOWED_PATHS, ProxyReplies
-from .upstream import AUTH, MISMATCH, UPSTREAM_ERROR, describe, error_fields, is_served_as, trial_fault
+from .upstream import AUTH, MISMATCH, UPSTREAM_ERROR, bounded_text, describe, error_fields, is_served_as, trial_fault
 from .prices import PriceTable
 
 SOCKET_NAME = "model.sock"
@@ -323,11 +324,13 @@ class ModelProxy(ProxyReplies):
         served = answer["model"] or request.get("model", "")
         price_model = self.model or served  # the pinned model's price: another name that answers is refused below
         cost = self.prices.price(price_model).cost(tin, tout, cread, cwrite) if price_model in self.prices.models else 0.0
+        content, cut = bounded_text(answer["text"])
         with self._record_lock:
             self.budget.charge_model(tin, tout, cread, cwrite, cost)
             self.exchanges.append({"kind": "model_call"})
             self.events.append(
                 "model_call", model_requested=request.get("model"), model_served=served, request_id=request_id,
+                content=content, **({"text_truncated": cut} if cut else {}),
                 input_tokens=tin, output_tokens=tout, cache_read_tokens=cread, cache_write_tokens=cwrite,
                 latency_s=round(time.monotonic() - t0, 6), stop_reason=answer["stop_reason"], retries=0,
                 cost_usd=round(cost, 8), priced=price_model in self.prices.models, streamed=bool(request.get("stream")),

@@ -103,3 +103,28 @@ def trial_fault(events: list[dict[str, Any]]) -> str | None:
         return (f"the provider failed the agent's last model request{'s' if len(failures) > 1 else ''} and answered "
                 f"nothing after ({describe(last)}; {len(failures)} failure(s) in the trial: {statuses})")
     return None
+
+
+MAX_TEXT_CHARS = 1_000_000
+"""What one answer's text (its ``text`` and ``thinking`` blocks) may hold in the events; beyond it the rest is cut
+and ``text_truncated`` says how much there was, which fails ``secrets`` as a bound reached (not looked at)."""
+
+
+def bounded_text(blocks: list[dict[str, Any]], limit: int = MAX_TEXT_CHARS) -> tuple[list[dict[str, Any]], int]:
+    """``blocks`` with at most ``limit`` characters in their ``text`` and ``thinking`` blocks together (other
+    blocks as they are), and the whole count of those characters when it was more (else 0)."""
+    def said(b: dict[str, Any]) -> str | None:
+        value = b.get(b.get("type")) if b.get("type") in ("text", "thinking") else None
+        return value if isinstance(value, str) else None
+
+    total = sum(len(said(b) or "") for b in blocks)
+    if total <= limit:
+        return blocks, 0
+    out, left = [], limit
+    for b in blocks:
+        value = said(b)
+        if value is not None:
+            b = {**b, b["type"]: value[:max(left, 0)]}
+            left -= len(value)
+        out.append(b)
+    return out, total

@@ -85,6 +85,7 @@ def test_the_proxy_records_and_charges_openai_calls(proxied, server, kind):
     [call] = [e for e in read_events(path) if e["kind"] == "model_call"]
     assert (call["input_tokens"], call["cache_read_tokens"], call["output_tokens"]) == (900, 100, 40)
     assert call["api"] == "openai" and call["cost_usd"] == pytest.approx((900 * 3.0 + 100 * 0.3 + 40 * 15.0) / 1e6)
+    assert call["content"] == [{"type": "text", "text": "Looking."}]  # what the model said is kept, in every format
     [tool] = [e for e in read_events(path) if e["kind"] == "model_tool_use"]
     assert tool["tool"] == "shell" and tool["arguments"] == {"command": ["bash", "-lc", "ls"]}
     assert budget.reported_tool_calls == 1 and budget.cost_usd == pytest.approx(call["cost_usd"])
