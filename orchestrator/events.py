@@ -29,7 +29,9 @@ kind               fields
                    the proxy, are its text and thinking blocks, its tool calls
                    being ``model_tool_use``), text kept up to
                    ``upstream.MAX_TEXT_CHARS`` per answer, ``text_truncated``
-                   (the whole count) when cut, ``started_at``, ``ended_at``
+                   (the whole count) when cut, ``tools_offered`` (a command
+                   agent's: the tool names its request offered),
+                   ``started_at``, ``ended_at``
 ``model_retry``    ``status`` (HTTP status or ``connection``), ``attempt``,
                    ``wait_s``, ``request_id``: the built-in agent waiting to ask again
 ``model_upstream_error`` ``status`` (HTTP status or ``connection``), ``error_type``,

@@ -81,8 +81,9 @@ class ClaudeCandidate(_CandidateBase):
 
 
 class ToolMapping(Model):
-    tool: Literal["bash", "read_file", "write_file", "edit_file"]
-    """The contract's tool a model-reported call of this name counts as."""
+    tool: Literal["bash", "read_file", "write_file", "edit_file", "patch"]
+    """The contract's tool a model-reported call of this name counts as (``patch``: its argument is an
+    ``apply_patch`` envelope, whose files are edits and writes)."""
     arguments: dict[str, str | list[str]] = {}
     """Contract argument → the reported argument's name (or names, the first present wins)."""
 
@@ -124,6 +125,9 @@ class CommandCandidate(_CandidateBase):
     tool_map: dict[str, ToolMapping] = {}
     """Model-reported tool name → the contract tool it counts as, for the task's trajectory constraints; over
     ``toolnames.DEFAULT_TOOL_MAP`` (Claude Code's, Codex's and OpenHands' tool names are there already)."""
+    text_edits: Literal["none", "search_replace"] = "none"
+    """How the agent edits through its answers' text: ``search_replace`` (aider's SEARCH/REPLACE blocks) makes
+    each block an ``edit_file`` of the file it names, for the trajectory constraints (``toolnames``)."""
 
 
 class ScriptCandidate(_CandidateBase):

@@ -62,6 +62,7 @@ def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], clie
                                  cand.agent, GraderLimits.for_environment(loaded.manifest.environment),
                                  f"tb-{paths.key[:12]}-rg", judge, row.id, {RUN_LABEL: paths.key},
                                  setup_outputs=row.setup_outputs, tool_map=getattr(cand, "tool_map", None),
+                                 text_edits=getattr(cand, "text_edits", "none"),
                                  owned_paths=tuple(getattr(cand, "owned_paths", ()) or ()))
             verdict = graded.verdict  # its grader_version names the grader folder's content, as a run's
             changed += verdict.outcome is not row.outcome

@@ -300,6 +300,7 @@ def _through_grading(spec: TrialSpec, agent, prepared: Prepared, host: SandboxHo
                          prepared.canaries.values, spec.environment.network_policy, spec.candidate.agent,
                          grader_limits, name, judge, spec.trial_id, labels, setup_outputs=session.setup_outputs,
                          usage=got.grader_used, tool_map=getattr(spec.candidate, "tool_map", None),
+                         text_edits=getattr(spec.candidate, "text_edits", "none"),
                          owned_paths=tuple(getattr(spec.candidate, "owned_paths", ()) or ()),
                          prepared=ahead[0] if ahead else None)
     got.recorded["grader_sha256"] = tree_sha256(spec.task.grader_folder)

@@ -11,7 +11,8 @@ A preset (``presets/<name>/``) is an agent layer (its ``Dockerfile``, built on e
 * ``owned_paths``: workspace paths it keeps for itself, excluded from the diff, the scope and the grader;
 * ``summary``: where its submit summary comes from (``last_line``, ``none``, ``file:<path>`` or
   ``json:<path>:<key>``);
-* ``tool_map``: its model-reported tool names in the contract's terms (over ``toolnames.DEFAULT_TOOL_MAP``).
+* ``tool_map``: its model-reported tool names in the contract's terms (over ``toolnames.DEFAULT_TOOL_MAP``);
+* ``text_edits``: ``search_replace`` when it edits by blocks in its answers' text (aider), else ``none``.
 
 A candidate names one with ``preset:``; every field it sets itself overrides the preset's. The preset folder is
 the layer's recipe, so its content (``preset.yaml`` included) is in the layer's hash and in the lock.
@@ -27,7 +28,7 @@ import yaml
 from ..errors import ConfigError
 
 PRESETS = Path(__file__).with_name("presets")
-FIELDS = ("command", "api", "env", "owned_paths", "summary", "tool_map")
+FIELDS = ("command", "api", "env", "owned_paths", "summary", "tool_map", "text_edits")
 
 
 def preset_folder(name: str) -> Path:

@@ -8,7 +8,8 @@ the real key: the proxy checks the token, swaps in the real key on the
 upstream side (httpx), and relays the answer (streamed or not). For every
 request it records, on the host, a ``model_call`` event with usage, cost and
 the answer's text (``content``: its text and thinking blocks, bounded by
-``upstream.MAX_TEXT_CHARS``; source ``harness``: observed by trialbox) and one ``model_tool_use`` event
+``upstream.MAX_TEXT_CHARS``), the tool names the request offered (``tools_offered``: what the agent can
+express, for the trajectory constraints; source ``harness``: observed by trialbox) and one ``model_tool_use`` event
 per tool_use block of the answer (source ``model_reported``: what the model
 says it called, not what ran). It enforces the trial's token, cost and
 tool-call budgets by refusing further requests (HTTP 403,
@@ -49,6 +50,7 @@ from . import anthropic_wire, openai_wire
 from .proxyreplies import ALLOWED_PATHS, ProxyReplies
 from .upstream import AUTH, MISMATCH, UPSTREAM_ERROR, bounded_text, describe, error_fields, is_served_as, trial_fault
 from .prices import PriceTable
+from ..toolnames import offered_tools
 
 SOCKET_NAME = "model.sock"
 FORWARDER = Path(__file__).with_name("incontainer") / "forwarder.py"
@@ -330,7 +332,7 @@ class ModelProxy(ProxyReplies):
             self.exchanges.append({"kind": "model_call"})
             self.events.append(
                 "model_call", model_requested=request.get("model"), model_served=served, request_id=request_id,
-                content=content, **({"text_truncated": cut} if cut else {}),
+                content=content, **({"text_truncated": cut} if cut else {}), tools_offered=offered_tools(request),
                 input_tokens=tin, output_tokens=tout, cache_read_tokens=cread, cache_write_tokens=cwrite,
                 latency_s=round(time.monotonic() - t0, 6), stop_reason=answer["stop_reason"], retries=0,
                 cost_usd=round(cost, 8), priced=price_model in self.prices.models, streamed=bool(request.get("stream")),

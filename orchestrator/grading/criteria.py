@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..stops import StopReason
-from ..toolnames import CONTRACT_TOOLS, mappable, mapped_calls
+from ..toolnames import harness_actions, reported_actions
 from ..tasks import Task
 from .diff import Diff, is_artifact
 from .tree import Tree, leaves_workspace
@@ -151,28 +151,34 @@ def _matches(token: str, event: dict[str, Any]) -> bool:
 
 
 def trajectory(task: Task, events: list[dict[str, Any]], agent_kind: str,
-               tool_map: dict[str, Any] | None = None) -> Criterion:
-    """The task's trajectory constraints, on the tool calls trialbox ran (source ``harness``) or, for a command
-    agent, whose tools run unseen, on the calls its model reported, mapped onto the contract (``toolnames``). A
-    constraint that names a tool no reported call can be mapped onto, or any tool constraint of an agent that
-    reported no tool call at all, cannot be checked: it is *not applicable*, with its reason, never a rejection."""
+               tool_map: dict[str, Any] | None = None, text_edits: str = "none") -> Criterion:
+    """The task's trajectory constraints on what the agent's tool calls *did* (``toolnames``): the calls trialbox
+    ran (source ``harness``) or, for a command agent, whose tools run unseen, the calls its model reported (and,
+    with ``text_edits``, the edit blocks of its answers), each with what its shell command or patch did to files.
+    A constraint on a tool the agent cannot express (none of the tools it offered its model maps onto it), or any
+    tool constraint of an agent that reported no tool call and offered none, cannot be checked: it is *not
+    applicable*, with its reason, never a rejection. Calls to tools the agent did not offer ran nothing: they
+    are counted apart (``not_offered``)."""
     c = task.config.constraints
     reported = agent_kind == "command"
-    if reported:
-        tools, unmapped = mapped_calls(events, tool_map)
-        can_map = mappable(tool_map) if tools or unmapped else set()
-    else:
-        tools, unmapped, can_map = _tool_events(events), [], set(CONTRACT_TOOLS) | {"submit", "ask_user"}
+    acts = reported_actions(events, tool_map, text_edits) if reported else harness_actions(events)
+    tools, can_map = acts.calls, acts.expressible
     model_turns = sum(1 for e in events if e.get("kind") == "model_call")
-    steps = model_turns if model_turns else len(tools)
+    steps = model_turns if model_turns else len([t for t in tools if t.get("via") == "tool"]) + len(acts.not_offered)
     problems, not_applicable = [], []
 
     def checkable(token: str, what: str) -> bool:
         tool = "bash" if token.startswith("bash:") else token
-        if not reported or tool in can_map:
+        if tool in can_map:
             return True
-        not_applicable.append(f"{what} {token!r}: " + ("the agent reported no tool call" if not can_map else
-                                                        f"no reported tool maps onto {tool!r}"))
+        if not can_map:
+            why = "the agent reported no tool call and offered none"
+        elif acts.offered is not None:
+            why = (f"none of the tools it offered its model ({', '.join(acts.offered[:20]) or 'none'}"
+                   f"{', …' if len(acts.offered) > 20 else ''}) can express {tool!r}")
+        else:
+            why = f"no reported tool maps onto {tool!r}"
+        not_applicable.append(f"{what} {token!r}: {why}")
         return False
 
     used = {e["tool"] for e in tools}
@@ -188,15 +194,20 @@ def trajectory(task: Task, events: list[dict[str, Any]], agent_kind: str,
     for a, b in c.order:
         if not (checkable(a, "order") and checkable(b, "order")):
             continue
-        first_b = next((e["seq"] for e in tools if _matches(b, e)), None)
-        first_a = next((e["seq"] for e in tools if _matches(a, e)), None)
+        first_b = next((e["order"] for e in tools if _matches(b, e)), None)
+        first_a = next((e["order"] for e in tools if _matches(a, e)), None)
         if first_b is not None and (first_a is None or first_a > first_b):
             problems.append(f"{b!r} happened before {a!r}")
     if steps > c.max_steps:
         problems.append(f"{steps} steps, more than {c.max_steps}")
-    evidence: dict[str, Any] = {"problems": problems, "steps": steps, "tools_used": sorted(used)}
+    evidence: dict[str, Any] = {"problems": problems, "steps": steps, "tools_used": sorted(used),
+                                "expressible": sorted(can_map), "not_applicable": not_applicable,
+                                "through_the_shell": sorted({e["tool"] for e in tools if e.get("via") in ("shell", "patch")})}
+    if acts.not_offered:
+        evidence["not_offered"] = {"calls": len(acts.not_offered), "first": acts.not_offered[:10]}
     if reported:
-        evidence.update(source="model_reported", unmapped_tools=unmapped, not_applicable=not_applicable)
+        evidence.update(source="model_reported", unmapped_tools=acts.unmapped, tools_offered=acts.offered,
+                        text_edits=text_edits)
     return Criterion("trajectory", True, not problems, evidence)
 
 

@@ -187,7 +187,7 @@ def grade_trial(sandboxes: SandboxFactory, image_id: str, task: Task, original: 
                 trial_id: str = "", labels: dict[str, str] | None = None,
                 setup_outputs: tuple[str, ...] | list[str] = (), usage: list[Usage] | None = None,
                 tool_map: dict[str, Any] | None = None, owned_paths: tuple[str, ...] | list[str] = (),
-                prepared: PreparedGrader | None = None) -> Grade:
+                prepared: PreparedGrader | None = None, text_edits: str = "none") -> Grade:
     """Grade one trial. ``setup_outputs`` (what the task's install step created before the agent started) are
     trialbox's files: left out of the agent's diff and scope; the grader's own install run provides them.
     What each grader container used is appended to ``usage`` as it is removed (kept when grading fails later)."""
@@ -204,7 +204,7 @@ def grade_trial(sandboxes: SandboxFactory, image_id: str, task: Task, original: 
     g = task.grader
     tested = [C.reward(task, run)] if g.kind == "script" else \
         [C.tests("fail_to_pass", g.fail_to_pass, run), C.tests("pass_to_pass", g.pass_to_pass, run)]
-    crits = [*tested, C.integrity(run), C.scope(task, original, view, diff), C.trajectory(task, events, agent_kind, tool_map),
+    crits = [*tested, C.integrity(run), C.scope(task, original, view, diff), C.trajectory(task, events, agent_kind, tool_map, text_edits),
              C.network(policy, events), C.budget(agent.stop_reason), C.abstention(task, agent.abstained),
              C.completed(agent.stop_reason), C.tampering(run, original, exported)]
     if owned_paths:
