@@ -254,12 +254,12 @@ def preset_layer(client, python_image: str, name: str) -> str:
     return agent_layer(client, preset_folder(name), python_image, load_settings()).image_id
 
 
-def preset_trial(project, client, layer: str, grader_image: str, tmp_path, candidate, deadline: float, env):
-    """One trial of a preset candidate on textkit-slug-unicode, run from its layer and graded from the
-    environment; returns its result and its events."""
+def preset_trial(project, client, layer: str, grader_image: str, tmp_path, candidate, deadline: float, env, task=None):
+    """One trial of a preset candidate on textkit-slug-unicode (or ``task``), run from its layer and graded from
+    the environment; returns its result and its events."""
     loaded, tasks = project
     environment = loaded.manifest.environment.model_copy(update={"network_policy": "model-api-only"})
-    spec = TrialSpec(f"textkit-slug-unicode/{candidate.name}/0", candidate.name, tasks["textkit-slug-unicode"],
+    spec = TrialSpec(f"textkit-slug-unicode/{candidate.name}/0", candidate.name, task or tasks["textkit-slug-unicode"],
                      candidate, 0, layer, environment, BudgetLimits(deadline_seconds=deadline),
                      grader_image_id=grader_image)
     paths = RunPaths(tmp_path / "run")
@@ -411,3 +411,75 @@ def test_aider_runs_unmodified_behind_the_proxy_and_its_files_are_its_own(projec
     assert owned.evidence["excluded"] and all(p.startswith(".aider") for p in owned.evidence["excluded"])
     assert result.changed_paths == ("textkit/slug.py",)  # its histories are its own, not the change
     assert result.agent.reported_tool_calls == 0  # it edits by text: nothing to map, constraints not applicable
+
+
+# ---------------------------------------------------------------- the same behaviour, the same verdict (issue 24)
+SLUG = "textkit/slug.py"
+WORDS = "    words = _NON_WORD.split(text.lower())"
+NORMALIZED = "    text = unicodedata.normalize('NFKD', text).encode('ascii', 'ignore').decode()"
+PATCH = (f"apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: {SLUG}\n@@\n-import re\n+import re\n"
+         f"+import unicodedata\n@@\n-{WORDS}\n+{NORMALIZED}\n+{WORDS}\n*** End Patch\nEOF")
+SED = (f"sed -i -e 's/^import re$/import re\\nimport unicodedata/' "
+       f"-e \"s/^{WORDS.replace('(', '[(]').replace(')', '[)]')}$/{NORMALIZED}\\n&/\" {SLUG}")
+
+
+def _say(text):
+    return {"content": [{"type": "text", "text": text}]}
+
+
+def _use(name, arguments):
+    return {"content": [{"type": "tool_use", "name": name, "input": arguments}]}
+
+
+READ_THEN_EDIT = {
+    # each agent reads textkit/slug.py, then edits it, in its own tools' words
+    "claude-code": ("anthropic", [_use("Read", {"file_path": f"/workspace/{SLUG}"}),
+                                  _use("Edit", {"file_path": f"/workspace/{SLUG}", "old_string": "import re\n",
+                                                "new_string": "import re\nimport unicodedata\n"}),
+                                  _use("Edit", {"file_path": f"/workspace/{SLUG}", "old_string": WORDS,
+                                                "new_string": f"{NORMALIZED}\n{WORDS}"}),
+                                  _say("Fixed the slug for accented text.")] + [_say("Done.")] * 3),
+    "codex": ("openai", [_use("exec_command", {"cmd": f"sed -n '1,40p' {SLUG}"}), _use("exec_command", {"cmd": PATCH}),
+                         _say("Fixed the slug for accented text.")] + [_say("Done.")] * 3),
+    "mini-swe-agent": ("anthropic", [_use("bash", {"command": f"cat {SLUG}"}), _use("bash", {"command": SED}),
+                                     _use("bash", {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"})]),
+    "aider": ("anthropic", [_say(f"Please add {SLUG} to the chat."), _say(AIDER_EDIT)] + [_say("Done.")] * 4),
+}
+
+
+@pytest.fixture(scope="module")
+def constrained(project):
+    """textkit-slug-unicode, where the file must be read before it is edited."""
+    from orchestrator.tasks import ConstraintsConfig
+
+    task = project[1]["textkit-slug-unicode"]
+    rules = ConstraintsConfig(required_tools=["read_file", "edit_file"], order=[["read_file", "edit_file"]],
+                              forbidden_commands=["pip install"], max_steps=20)
+    return task.model_copy(update={"config": task.config.model_copy(update={"constraints": rules})})
+
+
+@pytest.mark.agents
+@pytest.mark.parametrize("preset", sorted(READ_THEN_EDIT))
+def test_the_same_behaviour_gets_the_same_trajectory_verdict_from_every_preset(project, server, client, python_image,
+                                                                                 tmp_path, constrained, preset):
+    api, script = READ_THEN_EDIT[preset]
+    key = f"k-same-{preset}"
+    server.add_script(key, script)
+    layer = preset_layer(client, python_image, preset)
+    env = {"OPENAI_API_KEY": key, "OPENAI_BASE_URL": server.url} if api == "openai" else \
+        {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": server.url}
+    result, events = preset_trial(project, client, layer, python_image, tmp_path, preset_candidate(preset), 300, env,
+                                  task=constrained)
+    said = [e for e in events if e["kind"] in ("agent_command", "proxy_refused", "model_refused")]
+    trajectory = next(c for c in result.verdict.criteria if c.name == "trajectory")
+    assert trajectory.passed and not trajectory.evidence["problems"], (trajectory.evidence, said)
+    assert "edit_file" in trajectory.evidence["tools_used"], trajectory.evidence
+    offered = trajectory.evidence["tools_offered"]
+    if preset == "aider":  # no tools: its edit blocks are its edits; a read it cannot express is not applicable
+        assert offered == [] and trajectory.evidence["expressible"] == ["edit_file", "write_file"]
+        assert any(n.startswith("required tool 'read_file'") for n in trajectory.evidence["not_applicable"])
+    else:  # it read, then edited, through its own tools: checked, and kept
+        assert "read_file" in trajectory.evidence["tools_used"] and not trajectory.evidence["not_applicable"]
+    # and the work itself: accepted, but for Codex's own network attempts (pinned in the test above)
+    expected = ["forbidden_effects"] if preset == "codex" else []
+    assert result.verdict.reasons == expected, (result.verdict.reasons, said)
