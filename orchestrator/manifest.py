@@ -81,7 +81,7 @@ class ClaudeCandidate(_CandidateBase):
 
 
 class ToolMapping(Model):
-    tool: Literal["bash", "read_file", "write_file", "edit_file", "patch"]
+    tool: Literal["bash", "read_file", "write_file", "edit_file", "ask_user", "patch"]
     """The contract's tool a model-reported call of this name counts as (``patch``: its argument is an
     ``apply_patch`` envelope, whose files are edits and writes)."""
     arguments: dict[str, str | list[str]] = {}

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CONTRACT_TOOLS = ("bash", "read_file", "write_file", "edit_file")
-"""The contract's tools a reported call can be mapped onto (``submit`` and ``ask_user`` have no counterpart)."""
+"""The contract's tools that act on the workspace (``ask_user`` can be mapped onto too; ``submit`` has no
+reported counterpart: a command agent submits by exiting)."""
 SHELL_EXPRESSES = ("read_file", "write_file", "edit_file")
 """What an agent with a shell can do to files through it (``shell_actions`` reads them from its commands)."""
 
@@ -46,6 +47,7 @@ _WRITE = {"tool": "write_file", "arguments": {"path": _PATH, "content": ["conten
 _EDIT = {"tool": "edit_file", "arguments": {"path": _PATH, "old": ["old", "old_string", "old_str"],
                                             "new": ["new", "new_string", "new_str"]}}
 _PATCH = {"tool": "patch", "arguments": {"patch": ["input", "patch", "_unparsed"]}}
+_ASK = {"tool": "ask_user", "arguments": {"question": ["question", "questions", "prompt"]}}
 DEFAULT_TOOL_MAP: dict[str, dict[str, Any]] = {
     "bash": _BASH, "Bash": _BASH, "shell": _BASH, "exec_command": _BASH, "execute_bash": _BASH,
     "run_shell_command": _BASH, "local_shell_call": _BASH,
@@ -53,10 +55,11 @@ DEFAULT_TOOL_MAP: dict[str, dict[str, Any]] = {
     "write_file": _WRITE, "Write": _WRITE, "create_file": _WRITE,
     "edit_file": _EDIT, "Edit": _EDIT, "MultiEdit": _EDIT, "str_replace": _EDIT,
     "apply_patch": _PATCH,
+    "ask_user": _ASK, "request_user_input": _ASK, "AskUserQuestion": _ASK,
 }
 """The contract's own names and those of the agents people evaluate (Claude Code's ``Bash``, ``Read``, ``Write``,
-``Edit``, ``MultiEdit``; Codex's ``exec_command``, ``shell``, ``local_shell_call`` and ``apply_patch``; OpenHands'
-``execute_bash``)."""
+``Edit``, ``MultiEdit``, ``AskUserQuestion``; Codex's ``exec_command``, ``shell``, ``local_shell_call``,
+``apply_patch`` and ``request_user_input``; OpenHands' ``execute_bash``)."""
 TEXT_EDITS = ("none", "search_replace")
 """How a candidate's agent edits through its answer's text (``text_edits``)."""
 

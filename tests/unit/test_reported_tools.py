@@ -30,7 +30,7 @@ def test_claude_codes_tool_names_count_as_the_contracts(tasks):
                       "command")
     assert good.passed, good.evidence
     assert good.evidence["source"] == "model_reported" and good.evidence["tools_used"] == ["read_file", "write_file"]
-    assert any("ask_user" in n for n in good.evidence["not_applicable"])  # no reported tool can be ask_user
+    assert not good.evidence["not_applicable"]  # without offered tools recorded, the map's tools (ask_user too)
     bad = trajectory(task, reported(("Write", {"file_path": "a.py", "content": "x"}), ("Read", {"file_path": "a.py"})),
                      "command")
     assert not bad.passed and "'write_file' happened before 'read_file'" in bad.evidence["problems"]

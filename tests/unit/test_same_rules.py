@@ -154,3 +154,12 @@ def test_patch_envelopes_and_edit_blocks():
     assert text_edit_actions(AIDER + new_file) == [("edit_file", {"path": "textkit/slug.py"}),
                                                    ("write_file", {"path": "new.py"})]
     assert text_edit_actions("no blocks here") == []
+
+
+def test_asking_the_user_is_seen_in_each_agents_own_tool(task):
+    rules = task.model_copy(update={"config": task.config.model_copy(update={
+        "constraints": ConstraintsConfig(forbidden_tools=["ask_user"])})})
+    asked = trajectory(rules, reported(CODEX + ["request_user_input"], ("request_user_input", {"questions": []})), "command")
+    assert not asked.passed and asked.evidence["problems"] == ["forbidden tool 'ask_user' used"]
+    claude_code = trajectory(rules, reported(CLAUDE_CODE, ("Read", {"file_path": "a.py"})), "command")
+    assert claude_code.passed and claude_code.evidence["not_applicable"]  # it offers no way to ask here
