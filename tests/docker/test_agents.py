@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -410,7 +411,40 @@ def test_aider_runs_unmodified_behind_the_proxy_and_its_files_are_its_own(projec
     owned = next(c for c in result.verdict.criteria if c.name == "agent_owned_paths")
     assert owned.evidence["excluded"] and all(p.startswith(".aider") for p in owned.evidence["excluded"])
     assert result.changed_paths == ("textkit/slug.py",)  # its histories are its own, not the change
-    assert result.agent.reported_tool_calls == 0  # it edits by text: nothing to map, constraints not applicable
+    assert result.agent.reported_tool_calls == 0  # it edits by text: its blocks are its edits (text_edits), no tool calls
+
+
+def _aider_block(search: str, replace: str) -> str:
+    return f"textkit/slug.py\n```python\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n```\n"
+
+
+@pytest.mark.agents
+def test_aider_lints_with_its_own_flake8_and_runs_the_tests_a_candidate_sets(project, server, client, aider,
+                                                                            python_image, tmp_path):
+    """Its lint works (no "No module named flake8" sent to the model, no paid call to fix it), and the tests a
+    candidate names through aider's own variables run in the task's environment, their failure reaching the model."""
+    from orchestrator.agents.presets import with_preset
+
+    key = "k-aider-tests"
+    check = "python3 -c \"import textkit.slug as s; assert s.slugify('Café au lait') == 'cafe-au-lait', s.slugify('Café au lait')\""
+    server.add_script(key, [
+        {"content": [{"type": "text", "text": "Please add textkit/slug.py to the chat."}]},
+        {"content": [{"type": "text", "text": "First the import.\n\n" + _aider_block("import re", "import re\nimport unicodedata")}]},
+        {"content": [{"type": "text", "text": "Now the words.\n\n" + _aider_block(
+            "    words = _NON_WORD.split(text.lower())",
+            "    text = unicodedata.normalize('NFKD', text).encode('ascii', 'ignore').decode()\n"
+            "    words = _NON_WORD.split(text.lower())")}]}] + [{"content": [{"type": "text", "text": "Done."}]}] * 3)
+    cand = with_preset(CommandCandidate(name="aider", agent="command", preset="aider", model_snapshot="scripted-model-1",
+                                        env={"AIDER_TEST_CMD": check, "AIDER_AUTO_TEST": "true"}))
+    result, events = preset_trial(project, client, aider, python_image, tmp_path, cand, 240,
+                                  {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": server.url})
+    asked = [json.dumps(r) for r in server.requests[key]]
+    said = [e for e in events if e["kind"] in ("agent_command", "proxy_refused", "model_refused")]
+    assert not any("No module named flake8" in r for r in asked), said
+    assert "AssertionError" in asked[2] and "AssertionError" not in asked[1]  # the test's failure, sent after edit 1
+    assert len(asked) == 3 and result.accepted, (result.verdict.reasons, said)
+    trajectory = next(c for c in result.verdict.criteria if c.name == "trajectory")
+    assert trajectory.evidence["tools_used"] == ["edit_file"]  # its two edit blocks, seen as edits
 
 
 # ---------------------------------------------------------------- the same behaviour, the same verdict (issue 24)
