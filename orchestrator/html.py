@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .summary import money
+from .summary import model_side, money
 from .textsafe import html_text
 
 W, H, PAD = 520, 260, 44
@@ -149,6 +149,7 @@ def render(report: dict[str, Any]) -> str:
                     f"not in any figure: {_esc(len(stop['unrecorded']))} trial(s) that ended on it "
                     f"({_esc(', '.join(stop['unrecorded']))}), {_esc(stop['not_started'])} not started</p>") + warnings
     cost_table, ablation_table, node_table = _cost_table(report), _ablation_table(report), _node_table(report)
+    cost_table = _model_side_table(report) + cost_table
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>trialbox report</title>
 <style>body{{font:14px system-ui,sans-serif;margin:24px;max-width:1100px}}figure{{display:inline-block;margin:8px}}
 figcaption{{font-weight:600;margin-bottom:4px}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px}}
@@ -173,6 +174,27 @@ window.addEventListener("load", () => {{
 }});
 </script></body></html>
 """
+
+
+def _model_side_table(report: dict[str, Any]) -> str:
+    """Each model-driven candidate's model side: the models that answered, model calls and tool calls (run by
+    trialbox, reported by the model) per trial, what the proxy refused, the trials with a submit summary."""
+    rows = []
+    for n, c in report["candidates"].items():
+        if model_side(c) is None:
+            continue
+        eff, said = c.get("efficiency") or {}, c.get("summaries") or {}
+        refused = (c.get("proxy") or {}).get("requests_refused") or {}
+        rows.append(f"<tr><td>{_esc(n)}</td><td>{_esc(', '.join(c.get('models_served') or []) or 'nothing')}</td>"
+                    f"<td>{eff.get('model_calls', 0):.1f}</td><td>{eff.get('tool_calls', 0):.1f}</td>"
+                    f"<td>{eff.get('model_reported_tool_calls', 0):.1f}</td>"
+                    f"<td>{_esc(', '.join(f'{k} {v}' for k, v in refused.items()) or 'nothing')}</td>"
+                    f"<td>{_esc(said.get('trials_with_one', 0))}/{_esc(said.get('trials', 0))}</td></tr>")
+    if not rows:
+        return ""
+    return ("<h2>Model side</h2><table><tr><th>candidate</th><th>models served</th><th>model calls per trial</th>"
+            "<th>tool calls run by trialbox per trial</th><th>tool calls reported by the model per trial</th>"
+            "<th>proxy refused</th><th>trials with a submit summary</th></tr>" + "".join(rows) + "</table>")
 
 
 def _cost_table(report: dict[str, Any]) -> str:

@@ -102,6 +102,8 @@ def _candidate(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str],
             refused[reason] = refused.get(reason, 0) + n
     out["proxy"] = {"requests_refused": dict(sorted(refused.items())),
                     "model_reported_tool_calls": sum(r.agent.reported_tool_calls for r in rows if r.agent)}
+    out["summaries"] = {"trials_with_one": sum(bool(r.agent and (r.agent.summary or "").strip()) for r in rows),
+                        "trials": len(rows)}
     out["agent_owned_paths_excluded"] = sorted({p for r in rows for c in r.verdict.criteria
                                                 if c.name == "agent_owned_paths" for p in c.evidence.get("excluded") or []})
     out["by_difficulty"] = {}

@@ -51,9 +51,11 @@ def _event_line(e: dict[str, Any]) -> str:
         extra += f" error={e['error_kind']}" if e.get("error_kind") else ""
         return f"{e['tool']:10s} {str(what)[:90]!r}{extra} ({e.get('duration_s', 0):.2f}s)"
     if kind == "model_call":
+        said = " ".join(str(b.get("text", "")) for b in e.get("content") or [] if isinstance(b, dict)
+                        and b.get("type") == "text").strip()
         return (f"model      {e.get('model_served')} in={e.get('input_tokens')} out={e.get('output_tokens')} "
                 f"cache_r={e.get('cache_read_tokens')} cache_w={e.get('cache_write_tokens')} ${e.get('cost_usd', 0):.5f} "
-                f"stop={e.get('stop_reason')} retries={e.get('retries')}")
+                f"stop={e.get('stop_reason')} retries={e.get('retries')}" + (f" said {said[:120]!r}" if said else ""))
     if kind == "tool_started":  # no result was ever recorded for it: the harness stopped during the call
         args = e.get("arguments") or {}
         return f"{e.get('tool', ''):10s} {str(args)[:90]!r} STARTED, NO RESULT RECORDED"
@@ -94,6 +96,11 @@ def show_trial(paths: RunPaths, trial_id: str) -> str:
              f"  stop: {a.stop_reason.value if a and a.stop_reason else None} {a.detail if a else ''}".rstrip(),
              f"  summary: {a.summary if a else None!r}   {row.duration_s}s   grader {v.grader_version}",
              f"  cost: {_cost_line(paths, row)}"]
+    if row.model_calls or row.models_served or (a and (a.reported_tool_calls or a.refused_requests)):
+        refused = ", ".join(f"{k} {n}" for k, n in sorted((a.refused_requests if a else {}).items())) or "nothing"
+        lines.append(f"  model side: served {', '.join(row.models_served) or 'nothing'}; {row.model_calls} model "
+                     f"call(s), {row.tool_calls} tool call(s) run by trialbox, "
+                     f"{a.reported_tool_calls if a else 0} reported by the model; proxy refused {refused}")
     if v.partial:
         lines.append("  partial: " + ", ".join(f"{k} {x:.0%}" for k, x in v.partial.items()))
     lines.append("criteria:")

@@ -98,6 +98,7 @@ def _candidate_lines(name: str, c: dict[str, Any]) -> list[str]:
         lines.append("    time by stage (median, p95, share): " + ", ".join(
             f"{name} {v['median_s']:.2f}s/{v['p95_s']:.2f}s/{v['share']:.0%}" for name, v in stages.items()
             if v["median_s"] is not None and v["share"] is not None))
+    lines += model_side_lines(c)
     split = c.get("cost") or {}
     if split:
         used = split["used"]
@@ -107,6 +108,27 @@ def _candidate_lines(name: str, c: dict[str, Any]) -> list[str]:
                            "minutes not declared)" if "interventions" in split["unpriced"]
                            else f"{split['human_minutes']:g} human minutes)"))
     return lines
+
+
+def model_side(c: dict[str, Any]) -> str | None:
+    """A candidate's model side on one line: the models that answered, model calls and model-reported tool calls
+    per trial, what the proxy refused, and how many trials left a submit summary; None for an agent without a
+    model (nop, oracle, script)."""
+    eff, proxy, said = c.get("efficiency") or {}, c.get("proxy") or {}, c.get("summaries") or {}
+    served = c.get("models_served") or []
+    refused = proxy.get("requests_refused") or {}
+    if not served and not refused and not eff.get("model_calls"):
+        return None
+    return (f"model side: served {', '.join(served) or 'nothing'}; per trial {eff.get('model_calls', 0):.1f} model "
+            f"call(s), {eff.get('tool_calls', 0):.1f} tool call(s) run by trialbox, "
+            f"{eff.get('model_reported_tool_calls', 0):.1f} reported by the model; proxy refused "
+            + (", ".join(f"{k} {n}" for k, n in refused.items()) or "nothing")
+            + (f"; a submit summary in {said['trials_with_one']}/{said['trials']} trial(s)" if said else ""))
+
+
+def model_side_lines(c: dict[str, Any]) -> list[str]:
+    line = model_side(c)
+    return [f"    {line}"] if line else []
 
 
 def _comparison_lines(report: dict[str, Any]) -> list[str]:
