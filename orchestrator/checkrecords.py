@@ -4,7 +4,8 @@ Each task's verdict is kept under the state folder, keyed (``check_key``) by the
 content, its grader's hash, its image ID, its run-time settings, and the trialbox version and commit with the grader
 tools' hash: a check is valid exactly as long as none of them changed. ``require_checked`` refuses a task whose
 last check failed and names the tasks never checked (unless the run is ``--unchecked``); the run's lock records
-each task's status.
+each task's status. ``tasks check`` itself stands on a passed check of the same inputs with at least as many
+replicates (``reusable_check``) unless ``--again``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ class TaskCheck:
     task: str
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    reused: bool = False
+    """Not run: a passed check of the same inputs was recorded (``reusable_check``)."""
 
     @property
     def ok(self) -> bool:
@@ -70,13 +73,28 @@ def last_check(task: Task, image_id: str) -> dict[str, Any] | None:
         return None
 
 
-def save_check(task: Task, image_id: str, check: TaskCheck) -> None:
+def save_check(task: Task, image_id: str, check: TaskCheck, replicates: int | None = None) -> None:
     path = record_path(task, image_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{uuid.uuid4().hex[:6]}")
     tmp.write_text(json.dumps({"task": task.id, "ok": check.ok, "problems": check.problems, "image_id": image_id,
+                               "replicates": replicates, "seconds": round(check.seconds, 3),
                                "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1))
     tmp.replace(path)
+
+
+def reusable_check(task: Task, image_id: str, replicates: int) -> dict[str, Any] | None:
+    """The recorded check ``tasks check`` can stand on instead of checking again: one that passed, for exactly
+    these inputs (``check_key``), with at least ``replicates`` oracle replicates. A failed check is never reused
+    (what failed may have been the machine's, and the user is likely fixing it), nor any check while trialbox's own
+    checkout has uncommitted changes (its identity is then ``<commit>+dirty`` whatever they are)."""
+    if _harness()["commit"].endswith("+dirty"):  # uncommitted changes to trialbox: the key cannot tell them apart
+        return None
+    record = last_check(task, image_id)
+    if record is None or not record.get("ok") or not isinstance(record.get("replicates"), int) \
+            or record["replicates"] < replicates:
+        return None
+    return record
 
 
 def require_checked(tasks: list[Task], lock: dict[str, Any], unchecked: bool) -> dict[str, str]:

@@ -251,6 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     t = tsub.add_parser("check", help="oracle accepted, nop rejected, fail-to-pass failing untouched, flakiness, leaks")
     t.add_argument("manifest")
     t.add_argument("--replicates", type=int, default=2, help="oracle replicates per task (default 2)")
+    t.add_argument("--again", action="store_true", help="check every task, even one whose passed check is recorded "
+                                                        "for the same inputs (reused by default)")
     t.set_defaults(func=cmd_tasks_check)
 
     t = tsub.add_parser("import-swebench", help="SWE-bench instances to task and grader folders")

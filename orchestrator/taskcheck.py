@@ -71,7 +71,7 @@ from .sandbox.docker import docker_host
 from .settings import load_settings
 from .store import RunPaths
 from .tasks import Task, git_env
-from .checkrecords import TaskCheck, record_path, save_check
+from .checkrecords import TaskCheck, record_path, reusable_check, save_check
 from .diagnosis import criterion_detail, log_cause, untouched_problems
 from .textsafe import printable
 from .trial import TrialSpec, run_trial
@@ -276,9 +276,11 @@ def _raised(exc: BaseException) -> str:
 
 
 def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, replicates: int = 2,
-                say: Callable[[str], None] = print) -> bool:
+                say: Callable[[str], None] = print, again: bool = False) -> bool:
     """Check every task as it is now (in parallel within admission control); print one line per task, its root
-    cause first, then a summary. Records each verdict for ``trialbox run``; reads and writes no lock."""
+    cause first, then a summary. Records each verdict for ``trialbox run``; reads and writes no lock. A task whose
+    passed check is recorded for exactly these inputs, with as many replicates, is not checked again (its line
+    says when it was checked) unless ``again``."""
     t0 = time.monotonic()
     records, build_failures = build_environments(loaded, tasks, client, say)
     image_ids = {key: r.image_id for key, r in records.items()}
@@ -299,6 +301,11 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
             def one(task: Task) -> TaskCheck:
                 start = time.monotonic()
                 image_id = image_ids[task.image_key]
+                recorded = None if again else reusable_check(task, image_id, replicates)
+                if recorded is not None:
+                    say(f"{task.id:32s} ok  (checked {printable(str(recorded.get('checked_at')))} with "
+                        f"{recorded['replicates']} replicate(s), the same inputs: reused; --again checks it again)")
+                    return TaskCheck(task.id, [], 0.0, reused=True)
                 try:
                     problems = check_task(task, loaded, host, image_id, replicates, Path(tmp) / task.id)
                 except GraderInfraError as exc:  # a TrialboxError too: the more specific account first
@@ -317,7 +324,7 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                         problems.append(f"its check trials could not be kept in {kept}: {_raised(exc)}")
                 check = TaskCheck(task.id, list(dict.fromkeys(problems)), time.monotonic() - start)
                 try:
-                    save_check(task, image_id, check)
+                    save_check(task, image_id, check, replicates)
                 except Exception as exc:  # unrecorded, `run` treats it as never checked
                     check = TaskCheck(task.id, [*check.problems, f"its verdict could not be recorded: {_raised(exc)}"],
                                       check.seconds)
@@ -332,6 +339,8 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
 
             results += list(pool.map(one, buildable))
     bad = [r for r in results if not r.ok]
+    reused = sum(r.reused for r in results)
     say(f"task set {'ok' if not bad else 'has problems'}: {len(results) - len(bad)} of {len(results)} task(s) ok "
-        f"in {time.monotonic() - t0:.0f}s" + (f"; with problems: {', '.join(r.task for r in bad)}" if bad else ""))
+        f"in {time.monotonic() - t0:.0f}s" + (f" ({reused} reused from a recorded check)" if reused else "")
+        + (f"; with problems: {', '.join(r.task for r in bad)}" if bad else ""))
     return not bad

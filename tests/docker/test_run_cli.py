@@ -16,6 +16,8 @@ from pathlib import Path
 import docker.errors
 import pytest
 
+from orchestrator.lock import harness_identity
+
 from orchestrator.store import RunPaths
 
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
@@ -145,6 +147,13 @@ def test_regrade_uses_the_current_grader_without_rerunning_agents(demo_run, proj
 def test_tasks_check_passes_on_the_samples_and_catches_a_broken_task(project, repo_root):
     ok = cli("tasks", "check", str(project / "examples/smoke.yaml"), "--replicates", "1", cwd=repo_root, check=0)
     assert "task set ok: 7 of 7 task(s) ok" in ok.stdout
+    if not harness_identity()["commit"].endswith("+dirty"):  # a checkout with uncommitted changes never reuses
+        again = cli("tasks", "check", str(project / "examples/smoke.yaml"), "--replicates", "1", cwd=repo_root, check=0)
+        assert "task set ok: 7 of 7 task(s) ok" in again.stdout and "(7 reused from a recorded check)" in again.stdout
+        assert again.stdout.count("the same inputs: reused; --again checks it again") == 7
+        forced = cli("tasks", "check", str(project / "examples/smoke.yaml"), "--replicates", "1", "--again",
+                     cwd=repo_root, check=0)
+        assert "task set ok: 7 of 7 task(s) ok" in forced.stdout and "reused" not in forced.stdout
     broken = project.parent / "broken"
     shutil.copytree(project, broken)
     for lock in (broken / "examples").glob("*.lock.json"):
