@@ -154,7 +154,7 @@ def test_one_task_raising_in_tasks_check_is_its_problem_line(project, monkeypatc
         return []
 
     monkeypatch.setattr(taskcheck, "check_task", check_task)
-    monkeypatch.setattr(taskcheck, "save_check", lambda task, image_id, check: saved.__setitem__(task.id, check))
+    monkeypatch.setattr(taskcheck, "save_check", lambda task, image_id, check, *_: saved.__setitem__(task.id, check))
     lines: list[str] = []
     ok = taskcheck.check_tasks(loaded, tasks, client=None, replicates=1, say=lines.append)
     assert ok is False
@@ -176,7 +176,7 @@ def test_a_verdict_that_cannot_be_recorded_is_a_problem_too(project, monkeypatch
     monkeypatch.setattr(taskcheck, "docker_host", lambda client: object())
     monkeypatch.setattr(taskcheck, "check_task", lambda task, *args: [])
 
-    def save_check(task, image_id, check):
+    def save_check(task, image_id, check, replicates=None):
         if task.id == "t2":
             raise OSError(28, "No space left on device")
 
