@@ -12,9 +12,10 @@ same verdict, so each call is turned into the *actions* it performed (``actions`
   is joined as the shell would quote it); a ``patch`` mapping reads an ``apply_patch`` envelope;
 * a shell command (a ``bash`` call, the harness's or a reported one) also counts as what it does to files, read
   from its words (``shell_actions``): a read of a file (``cat``, ``head``, ``tail``, ``nl``, ``less``, ``more``,
-  ``sed -n``) is a ``read_file``; ``sed -i``/``perl -pi``, an ``apply_patch`` envelope's updated files and an
+  ``sed`` without ``-i``) is a ``read_file``; ``sed -i``/``perl -pi``, an ``apply_patch`` envelope's updated files and an
   append (``>>``) are an ``edit_file``; a redirection (``>``), ``tee`` and an envelope's added files are a
-  ``write_file``. Words are not a proof of effect (a script that writes through Python is not seen); the verdict
+  ``write_file``, each only for a file of the workspace (a scratch file in ``/tmp`` is none). Words are not a
+  proof of effect (a script that writes through Python is not seen); the verdict
   names the basis;
 * an agent whose candidate declares ``text_edits: search_replace`` (aider) edits by blocks in its answer's text:
   each block is an ``edit_file`` of the file it names (a ``write_file`` when its SEARCH part is empty).
@@ -138,14 +139,12 @@ def shell_actions(command: str) -> list[tuple[str, dict[str, str]]]:
     for m in _ENVELOPE.finditer(command):
         out += patch_actions(m.group(0))
     for words in _simple_commands(_unwrap(command)):
-        redirected = False
+        redirects: list[tuple[str, dict[str, str]]] = []  # after what the command itself reads and edits
         for i, w in enumerate(words[:-1]):
-            if w in (">", ">|") and words[i + 1] not in ("/dev/null",) and not words[i + 1].startswith("&"):
-                out.append(("write_file", {"path": words[i + 1]}))
-                redirected = True
-            elif w == ">>" and not words[i + 1].startswith("&"):
-                out.append(("edit_file", {"path": words[i + 1]}))
-                redirected = True
+            if w in (">", ">|") and words[i + 1] != "/dev/null" and not words[i + 1].startswith("&"):
+                redirects.append(("write_file", {"path": words[i + 1]}))
+            elif w == ">>" and words[i + 1] != "/dev/null" and not words[i + 1].startswith("&"):
+                redirects.append(("edit_file", {"path": words[i + 1]}))
         # the words without redirections and their targets (``2>&1``, ``< in``)
         plain, skip = [], False
         for i, w in enumerate(words):
@@ -162,24 +161,19 @@ def shell_actions(command: str) -> list[tuple[str, dict[str, str]]]:
             plain.append(w)
         while plain and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", plain[0]):  # VAR=value before the command
             plain.pop(0)
-        if not plain:
-            continue
-        name, args = plain[0].rsplit("/", 1)[-1], plain[1:]
-        if name in _READERS and not (name == "cat" and redirected):
+        name, args = (plain[0].rsplit("/", 1)[-1], plain[1:]) if plain else ("", [])
+        if name in _READERS:
             out += [("read_file", {"path": p}) for p in _operands(name, args)]
         elif name == "sed":
             inplace = any(a == "-i" or a.startswith("-i") or a == "--in-place" or a.startswith("--in-place=")
                           for a in args)
-            files = _sed_files(args)
-            if inplace:
-                out += [("edit_file", {"path": p}) for p in files]
-            elif "-n" in args and not redirected:
-                out += [("read_file", {"path": p}) for p in files]
+            out += [("edit_file" if inplace else "read_file", {"path": p}) for p in _sed_files(args)]
         elif name == "perl" and any(a.startswith("-") and "i" in a and "p" in a for a in args if not a.startswith("--")):
             out += [("edit_file", {"path": p}) for p in _perl_files(args)]
         elif name == "tee":
             out += [("edit_file" if "-a" in args else "write_file", {"path": p})
                     for p in args if not p.startswith("-")]
+        out += redirects
     return out
 
 
@@ -292,8 +286,17 @@ def offered_tools(request: Any, limit: int = 256) -> list[str]:
     return sorted(set(_offered_names(request.get("tools") if isinstance(request, dict) else None)))[:limit]
 
 
-def _with_derived(call: dict[str, Any], order: tuple) -> list[dict[str, Any]]:
-    """``call`` and what its shell command or patch did to files, in order."""
+def in_workspace(path: str, workdir: str = "/workspace") -> bool:
+    """Whether a path a command named is the workspace's: relative (to the workspace, where commands start), or
+    absolute under ``workdir``. A scratch file elsewhere (``/tmp/out.txt``) is no action on the task's files."""
+    if not path.startswith("/"):
+        return True
+    root = workdir.rstrip("/") or "/"
+    return path == root or path.startswith(root + "/")
+
+
+def _with_derived(call: dict[str, Any], order: tuple, workdir: str = "/workspace") -> list[dict[str, Any]]:
+    """``call`` and what its shell command or patch did to the workspace's files, in order."""
     out = []
     if call["tool"] == "patch":
         text = str(call["arguments"].get("patch", ""))
@@ -302,6 +305,7 @@ def _with_derived(call: dict[str, Any], order: tuple) -> list[dict[str, Any]]:
         out.append({**call, "order": order})
         derived, via = (shell_actions(str(call["arguments"].get("command", ""))), "shell") \
             if call["tool"] == "bash" else ([], "")
+    derived = [(tool, args) for tool, args in derived if in_workspace(args.get("path", ""), workdir)]
     for i, (tool, args) in enumerate(derived, start=1):
         out.append({"tool": tool, "arguments": args, "seq": call["seq"], "order": (*order, i),
                     "reported_as": call.get("reported_as"), "via": via})
@@ -316,7 +320,7 @@ def _expresses(tool: str) -> set[str]:
     return {tool}
 
 
-def harness_actions(events: list[dict[str, Any]]) -> Actions:
+def harness_actions(events: list[dict[str, Any]], workdir: str = "/workspace") -> Actions:
     """The tool calls trialbox ran (source ``harness``), with what their shell commands did; every contract tool is
     expressible (the agent was offered the whole contract); a call of an unknown tool is ``not_offered``."""
     acts = Actions(expressible={*CONTRACT_TOOLS, "submit", "ask_user"})
@@ -328,12 +332,12 @@ def harness_actions(events: list[dict[str, Any]]) -> Actions:
             continue
         args = e.get("arguments") if isinstance(e.get("arguments"), dict) else {}
         call = {"tool": e.get("tool"), "arguments": args, "seq": e.get("seq"), "reported_as": e.get("tool"), "via": "tool"}
-        acts.calls += _with_derived(call, (e.get("seq") or 0,))
+        acts.calls += _with_derived(call, (e.get("seq") or 0,), workdir)
     return acts
 
 
 def reported_actions(events: list[dict[str, Any]], tool_map: Mapping[str, Any] | None = None,
-                     text_edits: str = "none") -> Actions:
+                     text_edits: str = "none", workdir: str = "/workspace") -> Actions:
     """A command agent's actions, from what its model reported (``model_tool_use``) and, with ``text_edits``, from
     its answers' text; what it could express from the tools each request offered (``tools_offered``)."""
     table = effective_map(tool_map)
@@ -375,7 +379,7 @@ def reported_actions(events: list[dict[str, Any]], tool_map: Mapping[str, Any] |
             if value is not None:
                 args[contract_arg] = value
         call = {"tool": entry["tool"], "arguments": args, "seq": e.get("seq"), "reported_as": name, "via": "tool"}
-        acts.calls += _with_derived(call, (e.get("seq") or 0,))
+        acts.calls += _with_derived(call, (e.get("seq") or 0,), workdir)
     if seen_offers:
         acts.offered = sorted(offered_all)
         for name in offered_all:  # an offered tool no mapping covers expresses nothing of the contract

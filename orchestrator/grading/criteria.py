@@ -161,7 +161,8 @@ def trajectory(task: Task, events: list[dict[str, Any]], agent_kind: str,
     are counted apart (``not_offered``)."""
     c = task.config.constraints
     reported = agent_kind == "command"
-    acts = reported_actions(events, tool_map, text_edits) if reported else harness_actions(events)
+    workdir = task.config.workdir
+    acts = reported_actions(events, tool_map, text_edits, workdir) if reported else harness_actions(events, workdir)
     tools, can_map = acts.calls, acts.expressible
     model_turns = sum(1 for e in events if e.get("kind") == "model_call")
     steps = model_turns if model_turns else len([t for t in tools if t.get("via") == "tool"]) + len(acts.not_offered)
