@@ -81,9 +81,10 @@ class ClaudeCandidate(_CandidateBase):
 
 
 class ToolMapping(Model):
-    tool: Literal["bash", "read_file", "write_file", "edit_file", "ask_user", "patch"]
+    tool: Literal["bash", "read_file", "write_file", "edit_file", "ask_user", "patch", "editor"]
     """The contract's tool a model-reported call of this name counts as (``patch``: its argument is an
-    ``apply_patch`` envelope, whose files are edits and writes)."""
+    ``apply_patch`` envelope, whose files are edits and writes; ``editor``: a text editor tool whose ``command``
+    argument, ``view``, ``create``, ``str_replace`` or ``insert``, says which)."""
     arguments: dict[str, str | list[str]] = {}
     """Contract argument → the reported argument's name (or names, the first present wins)."""
 

@@ -49,6 +49,10 @@ _EDIT = {"tool": "edit_file", "arguments": {"path": _PATH, "old": ["old", "old_s
                                             "new": ["new", "new_string", "new_str"]}}
 _PATCH = {"tool": "patch", "arguments": {"patch": ["input", "patch", "_unparsed"]}}
 _ASK = {"tool": "ask_user", "arguments": {"question": ["question", "questions", "prompt"]}}
+_EDITOR = {"tool": "editor", "arguments": {"command": ["command"], "path": _PATH}}
+EDITOR_COMMANDS = {"view": "read_file", "create": "write_file", "str_replace": "edit_file", "insert": "edit_file",
+                   "undo_edit": "edit_file"}
+"""Anthropic's text editor tool (and OpenHands' ``str_replace_editor``): its ``command`` says what it did."""
 DEFAULT_TOOL_MAP: dict[str, dict[str, Any]] = {
     "bash": _BASH, "Bash": _BASH, "shell": _BASH, "exec_command": _BASH, "execute_bash": _BASH,
     "run_shell_command": _BASH, "local_shell_call": _BASH,
@@ -57,10 +61,12 @@ DEFAULT_TOOL_MAP: dict[str, dict[str, Any]] = {
     "edit_file": _EDIT, "Edit": _EDIT, "MultiEdit": _EDIT, "str_replace": _EDIT,
     "apply_patch": _PATCH,
     "ask_user": _ASK, "request_user_input": _ASK, "AskUserQuestion": _ASK,
+    "str_replace_based_edit_tool": _EDITOR, "str_replace_editor": _EDITOR,
 }
 """The contract's own names and those of the agents people evaluate (Claude Code's ``Bash``, ``Read``, ``Write``,
 ``Edit``, ``MultiEdit``, ``AskUserQuestion``; Codex's ``exec_command``, ``shell``, ``local_shell_call``,
-``apply_patch`` and ``request_user_input``; OpenHands' ``execute_bash``)."""
+``apply_patch`` and ``request_user_input``; OpenHands' ``execute_bash``; Anthropic's text editor tool and
+OpenHands' ``str_replace_editor``, whose ``command`` says whether it viewed, created or edited)."""
 TEXT_EDITS = ("none", "search_replace")
 """How a candidate's agent edits through its answer's text (``text_edits``)."""
 
@@ -298,6 +304,11 @@ def in_workspace(path: str, workdir: str = "/workspace") -> bool:
 def _with_derived(call: dict[str, Any], order: tuple, workdir: str = "/workspace") -> list[dict[str, Any]]:
     """``call`` and what its shell command or patch did to the workspace's files, in order."""
     out = []
+    if call["tool"] == "editor":  # one tool, several actions: its command names the one it did
+        tool = EDITOR_COMMANDS.get(str(call["arguments"].get("command")))
+        if tool is None or not in_workspace(str(call["arguments"].get("path", "")), workdir):
+            return []
+        return [{**call, "tool": tool, "order": order}]
     if call["tool"] == "patch":
         text = str(call["arguments"].get("patch", ""))
         derived, via = patch_actions(text), "patch"
@@ -317,6 +328,8 @@ def _expresses(tool: str) -> set[str]:
         return {"bash", *SHELL_EXPRESSES}
     if tool == "patch":
         return {"edit_file", "write_file"}
+    if tool == "editor":
+        return set(EDITOR_COMMANDS.values())
     return {tool}
 
 

@@ -167,3 +167,15 @@ def test_asking_the_user_is_seen_in_each_agents_own_tool(task):
     assert not asked.passed and asked.evidence["problems"] == ["forbidden tool 'ask_user' used"]
     claude_code = trajectory(rules, reported(CLAUDE_CODE, ("Read", {"file_path": "a.py"})), "command")
     assert claude_code.passed and claude_code.evidence["not_applicable"]  # it offers no way to ask here
+
+
+def test_a_text_editor_tools_command_says_what_it_did(task):
+    editor = ["bash", "str_replace_based_edit_tool"]
+    good = reported(editor, ("str_replace_based_edit_tool", {"command": "view", "path": "/workspace/textkit/slug.py"}),
+                    ("str_replace_based_edit_tool", {"command": "str_replace", "path": "/workspace/textkit/slug.py",
+                                                     "old_str": "a", "new_str": "b"}))
+    c = trajectory(task, good, "command")
+    assert c.passed and c.evidence["tools_used"] == ["edit_file", "read_file"], c.evidence
+    bad = reported(editor, ("str_replace_based_edit_tool", {"command": "create", "path": "textkit/new.py"}),
+                   ("str_replace_based_edit_tool", {"command": "str_replace", "path": "textkit/slug.py"}))
+    assert not trajectory(task, bad, "command").passed  # never read
