@@ -70,7 +70,8 @@ def run_containers(client, run: Path) -> list[Seen]:
 def sleepy_manifest(folder: Path, repo_root: Path, seconds: int, trials: int = 2, deadline: int = 120) -> Path:
     """Two candidates whose agent sleeps, then submits; two tasks."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sleep.yaml").write_text(f'steps:\n  - bash: {{command: "sleep {seconds}"}}\n  - submit: {{summary: done}}\n')
+    (folder / "sleep.yaml").write_text(f'steps:\n  - bash: {{command: "sleep {seconds}", timeout: {seconds + 60}}}\n'
+                                       '  - submit: {summary: done}\n')
     (folder / "sleepy.yaml").write_text(f"""
 experiment: {{name: sleepy, seed: 3}}
 candidates:
@@ -110,6 +111,13 @@ def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None
             out, err = proc.communicate()
         detail += f"; the driver exited {proc.returncode}:\n{out[-3000:]}\n{err[-3000:]}"
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{detail}")
+
+
+def interruptible() -> None:
+    """Ctrl-C reaches the driver as it does from a terminal: a suite started in the background by a
+    non-interactive shell (``.ci/run &``) has SIGINT ignored, which every child inherits, and a Python started so
+    never installs its KeyboardInterrupt handler (the driver then ran to its end, ignoring the signal)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def node_of(cluster: LocalRayCluster, container) -> str | None:
@@ -196,7 +204,7 @@ def test_ctrl_c_on_the_driver_cancels_and_leaves_no_container_on_any_node(cluste
     try:  # the bystander is removed whatever fails, the wait or the driver included
         proc = cluster.popen([sys.executable, "-m", "orchestrator.cli", "run", str(manifest), "--unchecked", "--backend",
                               "ray", "--out", str(run)], env=ENV, cwd=repo_root, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+                             stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
         try:
             on_nodes = lambda: {node_of(cluster, c) for c in run_containers(client, run)}  # noqa: E731
             wait_for(lambda: on_nodes() >= {"n1", "n2"}, 300, "trials running on both nodes", proc, on_nodes)
@@ -224,7 +232,7 @@ def test_a_lost_node_and_a_lost_worker_are_retried_once_and_nothing_is_lost(clus
     run = tmp_path / "faults"
     proc = cluster.popen([sys.executable, "-m", "orchestrator.cli", "run", str(manifest), "--unchecked", "--backend", "ray",
                           "--out", str(run)], env=ENV, cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+                         text=True, preexec_fn=interruptible)
     try:
         def agents_on_both():
             agents = [c for c in run_containers(client, run) if c.labels.get("org.trialbox.role") != "grader"]
