@@ -165,32 +165,33 @@ OUTCOME_MARK_NAMES = ("xfail", "skip", "skipif")
 """Marks of the model test that are not copied: they would make the copy skipped or xfailed, not failed."""
 
 
+CHAR_CLASSES = ("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789")
+"""A drawn character of a string's copy is replaced within its own class (a lower-case letter by another, ...)."""
+
+
 def _mutated(rng: random.Random, value: object, pool: list[object] = ()) -> object | None:
-    """Another value of the same type, changed in a drawn way, or another constant of the file of that type (None:
-    not a value the copy's last assertion can be made to fail on; floats are left alone, their sums can round back)."""
+    """Another value of the same type, changed by a *symmetric* draw: the chance of changing ``a`` into ``b`` is the
+    chance of changing ``b`` into ``a``, so a reader of the pair who knows this rule cannot tell from the rule which
+    of the two is the original (what looks more natural stays a tell: a stated limit). A string or bytes value has
+    one character replaced by another of the same class (``CHAR_CLASSES``, at a position drawn among the
+    characters of a class: both values have the same such positions); an int moves by 1 to 96 either way. None:
+    not a value the copy's last assertion can be made to fail on this way (no such character; bools, None and
+    floats, whose sums can round back). ``pool`` is not used: a value taken from elsewhere in the file would
+    appear there twice, which tells the copy apart."""
     if isinstance(value, bool) or value is None or isinstance(value, float):
         return None
-    others = [v for v in pool if type(v) is type(value) and v != value and v is not None]
-    if others and rng.random() < 0.5:
-        return rng.choice(others)
     if isinstance(value, (str, bytes)):
-        letter = rng.choice("abcdefghkmnprstuvwxyz")
-        piece = letter.encode() if isinstance(value, bytes) else letter
-        if not value:
-            return piece * rng.randrange(1, 4)
-        at = rng.randrange(len(value) + 1)
-        how = rng.choice(("insert", "drop", "swap"))
-        if how == "drop" and len(value) > 1:
-            out = value[:min(at, len(value) - 1)] + value[min(at, len(value) - 1) + 1:]
-        elif how == "swap" and len(value) > 1:
-            i = min(at, len(value) - 1)
-            out = value[:i] + piece + value[i + 1:]
-        else:
-            out = value[:at] + piece + value[at:]
-        return out if out != value else value + piece
+        text = value.decode("latin-1") if isinstance(value, bytes) else value
+        spots = [i for i, c in enumerate(text) if any(c in k for k in CHAR_CLASSES)]
+        if not spots:
+            return None
+        i = rng.choice(spots)
+        kind = next(k for k in CHAR_CLASSES if text[i] in k)
+        out = text[:i] + rng.choice([c for c in kind if c != text[i]]) + text[i + 1:]
+        return out.encode("latin-1") if isinstance(value, bytes) else out
     if isinstance(value, int):
         delta = rng.randrange(1, 97)
-        return value + delta if rng.random() < 0.5 or value - delta == value else value - delta
+        return value + delta if rng.random() < 0.5 else value - delta
     return None
 
 
@@ -304,8 +305,8 @@ def _place(rng: random.Random, defs: list, model) -> int:
     return rng.randrange(len(defs) + 1)
 
 
-def _embed(rng: random.Random, source: bytes, file: str,
-           requested: list[str]) -> tuple[bytes, str, tuple[str, ...], str, bool] | None:
+def _embed(rng: random.Random, source: bytes, file: str, requested: list[str],
+           failing: set[str] = frozenset()) -> tuple[bytes, str, tuple[str, ...], str, bool] | None:
     """``source`` with a tripwire among its tests, in the scope (module or test class) of one requested node drawn
     at random, before one of that scope's tests drawn at random (or after the last), named from that scope's own
     test names. The tripwire is a copy of one of that scope's tests drawn at random (its decorators, signature and
@@ -320,7 +321,10 @@ def _embed(rng: random.Random, source: bytes, file: str,
         return None
     if not requested or "\f" in text or re.search(r"\r(?!\n)", text):
         return None
-    classes = rng.choice(requested).split("[", 1)[0].split("::")[1:-1]  # a parameter id may hold "::"
+    # a fail-to-pass test's scope and copy first: on the untouched repository it fails like its copy, so running
+    # the pair tells code that has not fixed the bug nothing (a copy of a test that passes fails beside it)
+    first = [n for n in requested if n in failing] or requested
+    classes = rng.choice(first).split("[", 1)[0].split("::")[1:-1]  # a parameter id may hold "::"
     scope = _scope_of(module, classes)
     if scope is None:
         return None
@@ -335,8 +339,12 @@ def _embed(rng: random.Random, source: bytes, file: str,
     name = _draw_name(rng, [d.name for d in defs], taken)
     wanted = {n.split("[", 1)[0].split("::")[-1] for n in requested if n.split("[", 1)[0].split("::")[1:-1] == classes}
     models = rng.sample([d for d in defs if d.name in wanted], len([d for d in defs if d.name in wanted]))
-    # a model that takes no fixture first: its copy shares no fixture's state with it, whichever runs first
-    models.sort(key=lambda d: len(d.args.args) + len(d.args.kwonlyargs) - (1 if classes else 0) > 0)
+    # a fail-to-pass model first (see above), then one that takes no fixture: its copy shares no fixture's state
+    # with it, whichever runs first
+    failing_here = {n.split("[", 1)[0].split("::")[-1] for n in requested if n in failing
+                    and n.split("[", 1)[0].split("::")[1:-1] == classes}
+    models.sort(key=lambda d: (d.name not in failing_here,
+                               len(d.args.args) + len(d.args.kwonlyargs) - (1 if classes else 0) > 0))
     pool = [n.value for n in ast.walk(module) if isinstance(n, ast.Constant)]
     wire = next(((c, (), m) for m in models if (c := _copy_of(rng, text, lines, m, name, pool)) is not None), None)
     if wire is None:
@@ -431,7 +439,7 @@ def _imports(source: bytes | None) -> str:
 
 
 def _tripwires(files: list[str], nodes: list[str], trusted: dict[str, bytes],
-               taken: set[str]) -> tuple[dict[str, bytes], list[Tripwire], dict[str, str]]:
+               taken: set[str], failing: set[str] = frozenset()) -> tuple[dict[str, bytes], list[Tripwire], dict[str, str]]:
     """One tripwire per test-file group, made to be indistinguishable from the group's tests by anything the test
     process can read: it is *inside the group's own file* (the same imports, fixtures, marks and module-level code),
     in the scope of a requested test drawn at random, at a position drawn at random among that scope's tests, named
@@ -446,7 +454,8 @@ def _tripwires(files: list[str], nodes: list[str], trusted: dict[str, bytes],
     for file in files:
         requested = [n for n in nodes if posixpath.normpath(n.split("::", 1)[0]) == file]
         source = trusted.get(file)
-        embedded = _embed(rng, source, file, requested) if source is not None and file.endswith(".py") else None
+        embedded = _embed(rng, source, file, requested, failing) if source is not None and file.endswith(".py") \
+            else None
         if embedded is not None:
             data, node, shows, model, after = embedded
             out[file], mapping = _renamed(rng, data, file, requested, node, trusted)
@@ -502,7 +511,8 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
     nonce = uuid.uuid4().hex + uuid.uuid4().hex[:8]
     files = test_files(task.grader.fail_to_pass + task.grader.pass_to_pass)
     wires, tripwires, names = _tripwires(files, task.grader.fail_to_pass + task.grader.pass_to_pass, trusted,
-                                  set(tree.files) | set(tree.symlinks) | set(trusted) | set(original.files))
+                                         set(tree.files) | set(tree.symlinks) | set(trusted) | set(original.files),
+                                         set(task.grader.fail_to_pass))
     config_path, config_body, config_source = config_copy(original, files, nonce)
     trusted_all = {**trusted, **wires, config_path: config_body}
     for path, data in sorted(trusted_all.items()):

@@ -35,6 +35,7 @@ a forger that tells it apart by comparing the test sources with published ones i
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import io
 import json
@@ -570,6 +571,35 @@ def _back(doc: dict, names: dict[str, str]) -> dict:
     return out
 
 
+def in_file_order(argv: list[str], source: bytes) -> list[str]:
+    """Node ids in the order their tests are defined in ``source`` (the composed file), cases of one test in the
+    order given. The argument list then says nothing the file does not: the order of the requested tests as a
+    task lists them, with a tripwire inserted among them, would tell the tripwire apart. A node whose test is not
+    found keeps its place after the found ones."""
+    from ..pyparse import parse
+
+    try:
+        module = parse(source.decode("utf-8"))
+    except (UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return argv
+    lines: dict[tuple[str, ...], int] = {}
+    stack: list[tuple[tuple[str, ...], list]] = [((), module.body)]
+    while stack:
+        prefix, body = stack.pop()
+        for n in body:
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines.setdefault((*prefix, n.name), n.lineno)
+            elif isinstance(n, ast.ClassDef):
+                stack.append(((*prefix, n.name), n.body))
+    never = max(lines.values(), default=0) + 1
+
+    def key(item: tuple[int, str]) -> tuple[int, int]:
+        i, node = item
+        return lines.get(tuple(node.partition("[")[0].split("::")[1:]), never), i
+
+    return [n for _, n in sorted(enumerate(argv), key=key)]
+
+
 def _group_nodes(nodes: list[str], file: str) -> list[str]:
     return [n for n in nodes if posixpath.normpath(n.split("::", 1)[0]) == file]
 
@@ -593,7 +623,9 @@ def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limi
         run.integrity += _between_groups(sandbox, comp, f"before group {i}", outputs, run)
         group, wire = _group_nodes(nodes, file), wires.get(file)
         argv = [_as_run(n, comp.names) for n in group]
-        if wire is not None:  # its place among the others: drawn (after its model's where that takes fixtures)
+        if wire is not None and wire.embedded:  # every test in the order of the file, the tripwire at its own place
+            argv = in_file_order(argv + wire_cases(wire, group), comp.tree.files.get(file, b""))
+        elif wire is not None:  # in a file of its own: its place among the others drawn
             after = max((j + 1 for j, n in enumerate(group) if n.partition("[")[0] == wire.model), default=0) \
                 if wire.after_model else 0
             at = rng.randrange(after, len(argv) + 1)
