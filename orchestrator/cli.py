@@ -291,6 +291,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+WORK_COMMANDS = {cmd_run, cmd_tasks_check, cmd_regrade, cmd_reproduce}
+"""Commands whose output closing cuts work short (exit 141); the rest only read (exit 0, as `head` expects)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     from .log import configure
 
@@ -310,6 +314,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:  # the reader went away (`trialbox report RUN | head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if args.func in WORK_COMMANDS:  # work was cut short, not a reading: never a success
+            try:
+                print(f"the output closed: `trialbox {args.command}` stopped before its end (what finished is "
+                      "kept; run the same command again to go on)", file=sys.stderr)
+            except OSError:
+                pass
+            return 141  # 128 + SIGPIPE, as a shell reports a command its pipe ended
         return 0
 
 

@@ -30,7 +30,7 @@ from .errors import Cancelled, ConfigError, DriftError, LockError
 from .events import read_events
 from .grading.judge import make_judge
 from .hashing import sha256_file
-from .lock import check_lock, lock_path, read_lock, resolve_lock, write_lock
+from .lock import check_lock, drift, lock_path, read_lock, resolve_lock, write_lock
 from .manifest import CostsConfig, LoadedManifest
 from .plan import arrangement, plan
 from .settings import load_settings
@@ -64,11 +64,11 @@ def open_run(loaded: LoadedManifest, lock: dict[str, Any], out: Path | None) -> 
         if sha256_file(paths.manifest) != sha256_file(loaded.path):
             raise LockError(f"{root} was started from another manifest: refusing to resume it with {loaded.path}")
         previous = json.loads(paths.lock.read_text())
-        drifted = [k for k in ("manifest_sha256", "dataset_revision", "grader_commit", "images", "agent_images",
-                               "tasks", "prompts", "scripts", "environment", "execution")
-                   if previous.get(k) != lock.get(k)]
+        # every identifier, by the rule the manifest's lock is held to: a resumed run never mixes trialbox
+        # versions, price tables, engines or tool contracts with the trials it already has
+        drifted = drift(previous, lock)
         if drifted:
-            raise DriftError([f"{k}: differs from the lock the run started with" for k in drifted])
+            raise DriftError([f"{d} (the run's own lock)" for d in drifted])
     else:
         root.mkdir(parents=True, exist_ok=True)
         paths.run_key.write_text(uuid.uuid4().hex[:12] + "\n")

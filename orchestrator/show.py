@@ -90,6 +90,14 @@ def show_trial(paths: RunPaths, trial_id: str) -> str:
     finally:
         store.close()
     if row is None:
+        try:
+            stop = json.loads(paths.stopped.read_text())
+        except (OSError, ValueError):
+            stop = {}
+        if trial_id in (stop.get("unrecorded") or []):
+            raise TrialboxError(f"{paths.root}: trial {trial_id!r} is not recorded: the run stopped on a "
+                                f"configuration error it ended on ({stop.get('reason')}); its folder under trials/ "
+                                f"holds its events (see {paths.stopped.name})")
         raise TrialboxError(f"{paths.root}: no trial {trial_id!r}")
     v, a = row.verdict, row.agent
     lines = [f"trial {trial_id}: {v.label.upper()}" + (f" — failed: {', '.join(v.reasons)}" if v.reasons else ""),
