@@ -60,6 +60,10 @@ def adoption(report: dict[str, Any], by_cand: dict[str, list[TrialResult]], m: M
             reasons.append(f"the cost per accepted interval {cost['interval']} contains {bound}")
     if blocked:
         reject.append(f"blocking criteria failed in some trial: {blocked}")
+    forged = (report["candidates"][rule.candidate].get("integrity") or {}).get("grader_integrity", 0)
+    if forged:  # whatever the rule declares: accepted trials beside forged or broken test runs are suspect
+        reject.append(f"grader_integrity failed in {forged} trial(s) of {rule.candidate} (results forged, or a test run "
+                      "its code broke): its accepted trials cannot be taken at face value")
     if reject:
         return {"decision": "REJECT", "reasons": reject + reasons}
     needed = 1 + (bound is not None)

@@ -44,6 +44,27 @@ def _metric(metric: str, k: int, per_task: dict[str, tuple[int, int]], cluster_o
     return est
 
 
+INTEGRITY_CRITERIA = ("grader_integrity", "evaluator_tampering_attempts")
+"""Counted per candidate (``integrity``). ``grader_integrity`` failing means forged results (a tripwire reported
+passed, channels that disagree) or a test run the code under test broke: either way the candidate's accepted
+trials are suspect (``integrity_warnings``) and the adoption rule never adopts it. ``evaluator_tampering_attempts``
+(the agent changed or planted test files, which trialbox restored) is counted beside it, a diagnostic."""
+
+
+def integrity_warnings(report: dict[str, Any]) -> list[str]:
+    """A warning per candidate whose ``grader_integrity`` failed in any trial. A forger that guesses the tripwire
+    right is accepted (about one time in two, see the README), so the trials where it guessed wrong are the
+    evidence that its accepted ones cannot be taken at face value."""
+    out = []
+    for name, c in report["candidates"].items():
+        n = (c.get("integrity") or {}).get("grader_integrity", 0)
+        if n:
+            out.append(f"{name}: grader_integrity FAILED in {n} of {c['n_trials']} trial(s) (results forged, or a "
+                       f"test run its code broke): a forger that guesses the tripwire right is accepted, so its "
+                       f"{c['n_accepted']} accepted trial(s) cannot be taken at face value; read them (`trialbox show`)")
+    return out
+
+
 def _candidate(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str], difficulty: dict[str, str],
                costs: dict[str, TrialCost]) -> dict[str, Any]:
     """One candidate's figures; ``costs`` is every trial's whole cost by id (priced once, in ``build_report``)."""
@@ -104,6 +125,8 @@ def _candidate(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str],
                     "model_reported_tool_calls": sum(r.agent.reported_tool_calls for r in rows if r.agent)}
     out["summaries"] = {"trials_with_one": sum(bool(r.agent and (r.agent.summary or "").strip()) for r in rows),
                         "trials": len(rows)}
+    out["integrity"] = {name: sum(1 for r in rows for c in r.verdict.criteria if c.name == name and not c.passed)
+                        for name in INTEGRITY_CRITERIA}
     out["agent_owned_paths_excluded"] = sorted({p for r in rows for c in r.verdict.criteria
                                                 if c.name == "agent_owned_paths" for p in c.evidence.get("excluded") or []})
     out["by_difficulty"] = {}
@@ -175,6 +198,7 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
     _compare(report, by_cand, m, cluster_of)
     report["ablations"] = [ablation(c, m.baseline, by_cand, m, cluster_of) for c in m.candidates if c.ablation_of]
     report["warnings"] += _cost_warnings(report, m, repriced)
+    report["warnings"] = integrity_warnings(report) + report["warnings"]  # first: they question every figure
     report["adoption"] = adoption(report, by_cand, m, cluster_of) if rows else {"decision": "NONE", "reasons": ["no trial"]}
     return report
 
