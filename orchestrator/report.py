@@ -52,9 +52,9 @@ trials are suspect (``integrity_warnings``) and the adoption rule never adopts i
 
 
 def integrity_warnings(report: dict[str, Any]) -> list[str]:
-    """A warning per candidate whose ``grader_integrity`` failed in any trial. A forger that guesses the tripwire
-    right is accepted (about one time in two, see the README), so the trials where it guessed wrong are the
-    evidence that its accepted ones cannot be taken at face value."""
+    """A warning per candidate whose ``grader_integrity`` failed in any trial. A forger that tells the tripwire
+    apart is accepted (the README says how often a capable one does: an open hole), so the trials where it guessed
+    wrong are the evidence that its accepted ones cannot be taken at face value."""
     out = []
     for name, c in report["candidates"].items():
         n = (c.get("integrity") or {}).get("grader_integrity", 0)

@@ -1,7 +1,7 @@
 """A candidate whose grader_integrity failed in any trial (forged results caught by the tripwire, or a test run its
-code broke) is named first in the report and never adopted: a forger that guesses the tripwire right is accepted
-about one time in two, so its caught trials are the evidence against its accepted ones (a fifth review's forger
-got 7 of 16 untouched trials accepted after the tripwire's fixes, and the report had said nothing)."""
+code broke) is named first in the report and never adopted: a forger that guesses the tripwire right is accepted,
+so its caught trials are the evidence against its accepted ones (a fifth review's forger got 7 of 16 untouched
+trials accepted after the tripwire's fixes, caught in the other 9, and the report had said nothing)."""
 
 from __future__ import annotations
 
