@@ -41,6 +41,19 @@ def cgroup_value(sb, subsystem: str, name: str) -> str:
 
 
 def processes(sb) -> list[str]:
+    """The sandbox's processes: a container's, as its own ``ps`` sees them; the memory sandbox's, those carrying its
+    token (it runs on the host, whose other processes, another suite's ``sleep 300`` included, are not its own)."""
+    from orchestrator.sandbox.memory import TOKEN_VAR, MemorySandbox
+
+    if isinstance(sb, MemorySandbox):
+        marker, out = f"{TOKEN_VAR}={sb.token}".encode(), []
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and marker in (entry / "environ").read_bytes().split(b"\0"):
+                    out.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip())
+            except OSError:
+                continue
+        return out
     res = sb.exec(["ps", "-eo", "args", "--no-headers"])
     return [line.strip() for line in res.text().splitlines()]
 
