@@ -82,7 +82,7 @@ def effective_map(overrides: Mapping[str, Any] | None) -> dict[str, dict[str, An
 
 
 # ---------------------------------------------------------------------------------------------- shell words
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+_HEREDOC = re.compile(r"(?<!<)<<-?(?!<)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")  # not a here-string (<<<)
 _READERS = {"cat", "head", "tail", "nl", "less", "more", "bat"}
 _OPTS_WITH_VALUE = {"head": {"-n", "-c"}, "tail": {"-n", "-c"}, "nl": {"-b", "-w", "-s", "-v", "-i"}}
 _ENVELOPE = re.compile(r"\*\*\* Begin Patch\b(.*?)(?:\*\*\* End Patch|\Z)", re.S)
@@ -246,8 +246,13 @@ def text_edit_actions(text: str) -> list[tuple[str, dict[str, str]]]:
     non-fence line before it; an empty SEARCH part makes a new file (``write_file``)."""
     out = []
     for m in _BLOCK.finditer(text):
-        before = [ln.strip() for ln in text[:m.start()].split("\n") if ln.strip()]
-        name = next((ln for ln in reversed(before) if not ln.startswith("```")), None)
+        end, name = m.start(), None
+        while end > 0 and name is None:  # the lines before the block, nearest first (no rescan of the whole text)
+            start = text.rfind("\n", 0, end - 1) + 1
+            line = text[start:end].strip()
+            if line and not line.startswith("```"):
+                name = line
+            end = start
         if name is None:
             continue
         name = name.strip("`*: ").strip()

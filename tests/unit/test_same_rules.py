@@ -143,6 +143,7 @@ def test_a_constraint_on_a_tool_no_offered_tool_expresses_names_the_agents_tools
     ("FOO=1 cat a.py", [("read_file", "a.py")]),
     ("bash -lc 'nl -ba a.py'", [("read_file", "a.py")]),
     ("echo 'unclosed", []),
+    ("grep x <<< \"$v\"\ncat a.py", [("read_file", "a.py")]),
     ("bash -lc 'cd /workspace\ncat > t.py <<EOF\nx\nEOF\nsed -n 1,5p t.py'", [("write_file", "t.py"), ("read_file", "t.py")]),
 ])
 def test_what_a_shell_command_does_to_files(command, actions):
