@@ -118,11 +118,13 @@ def show_trial(paths: RunPaths, trial_id: str) -> str:
     events_file = paths.attempt(trial_id, row.attempt).events
     if events_file.exists():
         check = verify_events(events_file, expected_head=row.events_anchor)
-        lines.append(f"events ({check.count}, {'intact' if check.ok else 'TAMPERED: ' + '; '.join(check.problems)}):")
         events = read_events(events_file)
         ended = {e.get("started_seq") for e in events if e["kind"] == "tool"}
-        for e in events:
-            if e["kind"] in ("log_opened", "log_closed") or (e["kind"] == "tool_started" and e["seq"] in ended):
-                continue  # a call that returned is shown once, by its result
-            lines.append(f"  {e['seq']:3d} {_event_line(e)}")
+        shown = [e for e in events  # a call that returned is shown once, by its result
+                 if e["kind"] not in ("log_opened", "log_closed") and not (e["kind"] == "tool_started" and e["seq"] in ended)]
+        hidden = check.count - len(shown)
+        lines.append(f"events ({check.count}, {'intact' if check.ok else 'TAMPERED: ' + '; '.join(check.problems)}"
+                     + (f"; {hidden} not shown: the log's opening and closing, and the start of each call shown by "
+                        "its result" if hidden > 0 else "") + "):")
+        lines += [f"  {e['seq']:3d} {_event_line(e)}" for e in shown]
     return "\n".join(printable(line) for line in lines)
