@@ -36,7 +36,7 @@ from ..base import Finished
 from .bundle import bundle_paths, make_bundle
 from .common import MARKER, MODEL_ENV, RESOURCE, NodeAffinitySchedulingStrategy, on, ray
 from .membership import Membership, reachable
-from .remote import clean_node, node_trial
+from .remote import clean_node, node_trial, ping
 
 log = get_logger("cluster")
 
@@ -212,7 +212,7 @@ class RayBackend:
         # alone (killed, out of memory) as WorkerCrashedError with its node still alive
         self.members.refresh(force=True)
         died = isinstance(exc, (ray.exceptions.NodeDiedError, ray.exceptions.TaskUnschedulableError))
-        kind = "node_lost" if died or node_id not in self.members.alive_ids else "worker_lost"
+        kind = "node_lost" if died or not self._node_answers(node_id) else "worker_lost"
         detail = f"{kind.replace('_', ' ')}: node {name}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
         result = ended_attempt(spec, infra_verdict(kind, detail), None,
                                self.members.info_by_id.get(node_id) or {"name": name, "id": node_id},
@@ -223,6 +223,35 @@ class RayBackend:
             clean_node.options(num_cpus=0, resources={RESOURCE: MARKER}, scheduling_strategy=on(node_id),
                                max_retries=0).remote(None)
         return result
+
+    NODE_ANSWER_S = 60.0
+    """How long a node whose worker crashed has to answer a ping before it counts as lost with it."""
+
+    def _node_answers(self, node_id: str) -> bool:
+        """Whether the node of a crashed worker is still alive. A node killed whole kills its workers first:
+        the driver hears of the worker's crash before Ray's health checks mark the node dead, so the
+        membership alone would call every trial of a lost node ``worker_lost``. A ping pinned to the node
+        answers only from a live node; the membership is watched meanwhile, so a node seen dead ends the wait."""
+        ref = ping.options(num_cpus=0, resources={RESOURCE: MARKER}, scheduling_strategy=on(node_id),
+                           max_retries=0).remote()
+        deadline = time.monotonic() + self.NODE_ANSWER_S
+        try:
+            while time.monotonic() < deadline:
+                ready, _ = ray.wait([ref], timeout=1.0)
+                if ready:
+                    try:
+                        return ray.get(ready[0]) == node_id
+                    except ray.exceptions.RayError:
+                        return False
+                self.members.refresh(force=True)
+                if node_id not in self.members.alive_ids:
+                    return False
+            return False
+        finally:
+            try:
+                ray.cancel(ref, force=True)
+            except (ray.exceptions.RayError, ValueError):  # finished, or its node is gone
+                pass
 
     # ---- stopping
     def interrupt(self) -> list[Finished]:

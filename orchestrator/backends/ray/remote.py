@@ -90,6 +90,12 @@ def node_trial(spec: TrialSpec, loaded: LoadedManifest, bundle_sha: str, bundle:
 
 
 @ray.remote
+def ping() -> str:
+    """This node's Ray id: a node that answers it is alive and can still run work."""
+    return node_id()
+
+
+@ray.remote
 def clean_node(run_key: str | None) -> list[str]:
     """Remove the run's containers on this node (with ``run_key``), then every leftover whose owner
     process died (containers, volumes, disks, and the work folders of killed workers)."""
