@@ -38,6 +38,9 @@ class TaskCheck:
     seconds: float = 0.0
     reused: bool = False
     """Not run: a passed check of the same inputs was recorded (``reusable_check``)."""
+    sealed: dict | None = None
+    """``taskcheck.sealing``: which fail-to-pass tests fail on the untouched repository on a sealed value (code under
+    test cannot pass them by forging the test process's reports); None for a script grader or an unfinished check."""
 
     @property
     def ok(self) -> bool:
@@ -78,7 +81,7 @@ def save_check(task: Task, image_id: str, check: TaskCheck, replicates: int | No
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{uuid.uuid4().hex[:6]}")
     tmp.write_text(json.dumps({"task": task.id, "ok": check.ok, "problems": check.problems, "image_id": image_id,
-                               "replicates": replicates, "seconds": round(check.seconds, 3),
+                               "replicates": replicates, "seconds": round(check.seconds, 3), "sealed": check.sealed,
                                "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1))
     tmp.replace(path)
 

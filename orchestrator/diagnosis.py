@@ -115,7 +115,11 @@ def criterion_detail(c: dict[str, Any]) -> str:
     ev = c.get("evidence") or {}
     if "outcomes" in ev:
         bad = [f"{k} {v}" for k, v in ev["outcomes"].items() if v != "passed"][:3]
-        return f"{c['name']}: {', '.join(bad)}"
+        sealed = [m for s in (ev.get("sealed") or {}).values() for m in s.get("mismatched", [])][:2]
+        why = "".join(f"; the sealed {m['assertion'].splitlines()[0][:120]!r} got {m['got'][:120]}" +
+                      (" (an object compared by its repr: seal: false in grader.yaml if its __eq__ accepts the literal)"
+                       if str(m["got"]).startswith("<") else "") for m in sealed)
+        return f"{c['name']}: {', '.join(bad)}{why}"
     if ev.get("problems"):
         return f"{c['name']}: {ev['problems'][0]}"
     keys = [k for k in ("outside", "protected_changed", "symlinks_leaving_workspace") if ev.get(k)]

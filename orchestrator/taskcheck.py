@@ -132,8 +132,10 @@ def _image_leaks(sandboxes: SandboxFactory, image_id: str, held: dict[str, bytes
 
 
 # --------------------------------------------------------------------------- one task
-def check_task(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str, replicates: int, folder: Path) -> list[str]:
-    """Every problem of one task, the root cause first (steps that depend on a failed one are not run)."""
+def check_task(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str, replicates: int, folder: Path,
+               notes: dict | None = None) -> list[str]:
+    """Every problem of one task, the root cause first (steps that depend on a failed one are not run). ``notes``
+    gets ``sealed`` (``sealing``) once the untouched repository ran."""
     problems: list[str] = []
     repo = materialize(task, load_settings().repos_dir)
     commits = _history(repo.tar_path)
@@ -162,9 +164,35 @@ def check_task(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: 
         runs = [run_tests(sandboxes, image_id, compose(original, original, task), task, nodes, limits,
                           "tb-taskcheck") for _ in range(2)]
     before = untouched_problems(task, runs)
+    if notes is not None and g.kind == "pytest":
+        notes["sealed"] = sealing(task, runs)
     if before:
         return before + problems
     return problems + _agents(task, loaded, host, image_id, replicates, folder, runs)
+
+
+def sealing(task: Task, runs: list[TestRun]) -> dict:
+    """Which fail-to-pass tests failed on the untouched repository, in every run, on a sealed value whose literal was
+    not in the agent's copy of its file (a value that did not meet it, or that raised while it was computed:
+    ``grading.seal``): code under test that does not compute that value cannot
+    pass them by any forgery of the test process, so a task with one of them cannot be accepted untouched that way.
+    The others' acceptance rests on the tripwire (its limits in the README's threat model)."""
+    f2p = task.grader.fail_to_pass
+    decided = [n for n in f2p if runs and all(
+        any(not m["visible_to_agent"] for kind in ("mismatched", "raised") for m in r.sealed.get(n, {}).get(kind, []))
+        for r in runs)]
+    return {"fail_to_pass": len(f2p), "decided_by_sealed_values": decided,
+            "with_sealed_assertions": [n for n in f2p if runs and runs[0].sealed.get(n)]}
+
+
+def sealing_line(sealed: dict | None) -> str:
+    """The check line's account of ``sealing``."""
+    if not isinstance(sealed, dict) or not isinstance(sealed.get("fail_to_pass"), int) or not sealed["fail_to_pass"] \
+            or not isinstance(sealed.get("decided_by_sealed_values"), list):
+        return ""
+    n, total = len(sealed["decided_by_sealed_values"]), sealed["fail_to_pass"]
+    return f"; fail-to-pass decided outside the test process: {n} of {total}" + \
+        ("" if n else " (acceptance rests on the tripwire)")
 
 
 def _agents(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str, replicates: int, folder: Path,
@@ -304,10 +332,12 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                 recorded = None if again else reusable_check(task, image_id, replicates)
                 if recorded is not None:
                     say(f"{task.id:32s} ok  (checked {printable(str(recorded.get('checked_at')))} with "
-                        f"{recorded['replicates']} replicate(s), the same inputs: reused; --again checks it again)")
-                    return TaskCheck(task.id, [], 0.0, reused=True)
+                        f"{recorded['replicates']} replicate(s), the same inputs: reused; --again checks it again"
+                        f"{sealing_line(recorded.get('sealed'))})")
+                    return TaskCheck(task.id, [], 0.0, reused=True, sealed=recorded.get("sealed"))
+                notes: dict = {}
                 try:
-                    problems = check_task(task, loaded, host, image_id, replicates, Path(tmp) / task.id)
+                    problems = check_task(task, loaded, host, image_id, replicates, Path(tmp) / task.id, notes)
                 except GraderInfraError as exc:  # a TrialboxError too: the more specific account first
                     problems = [f"the grader could not run on this task ({exc.kind}): {exc.detail[-500:]}"]
                 except TrialboxError as exc:
@@ -322,19 +352,20 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                         problems.append(f"its check trials (events, diff, grader log per trial) are kept in {kept}")
                     except (OSError, shutil.Error) as exc:
                         problems.append(f"its check trials could not be kept in {kept}: {_raised(exc)}")
-                check = TaskCheck(task.id, list(dict.fromkeys(problems)), time.monotonic() - start)
+                check = TaskCheck(task.id, list(dict.fromkeys(problems)), time.monotonic() - start,
+                                  sealed=notes.get("sealed"))
                 try:
                     save_check(task, image_id, check, replicates)
                 except Exception as exc:  # unrecorded, `run` treats it as never checked
                     check = TaskCheck(task.id, [*check.problems, f"its verdict could not be recorded: {_raised(exc)}"],
-                                      check.seconds)
+                                      check.seconds, sealed=check.sealed)
                 head = "ok" if check.ok else f"PROBLEM  {printable(check.problems[0])}"
                 shown = SHOWN_PROBLEMS
                 more = "".join(f"\n{'':32s}          {printable(p)}" for p in check.problems[1:shown])
                 if len(check.problems) > shown:
                     more += (f"\n{'':32s}          … and {len(check.problems) - shown} more "
                              f"(every one in {record_path(task, image_id)})")
-                say(f"{task.id:32s} {head}  ({check.seconds:.1f}s){more}")
+                say(f"{task.id:32s} {head}  ({check.seconds:.1f}s{sealing_line(check.sealed)}){more}")
                 return check
 
             results += list(pool.map(one, buildable))

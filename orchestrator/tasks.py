@@ -188,6 +188,11 @@ class GraderConfig(Model):
     """Where the oracle's sandbox gets the ``solution`` folder (only the oracle's, only when it runs)."""
     solution_env: dict[str, str] = {}
     """Variables of the solution script (Harbor's ``[solution] env``)."""
+    seal: bool = True
+    """``pytest`` kind: seal the requested tests' plain comparisons with literals (``assert f(x) == "a"``): the
+    literal stays on the host, which compares the value the test sent (``grading/seal.py``), so code under test
+    cannot pass them by forging the test process's reports. ``false`` for a task whose code returns objects that
+    equal a literal of another type and ``repr`` (``tasks check`` shows the oracle failing on them by name)."""
 
     @model_validator(mode="after")
     def _tests_or_patch(self) -> "GraderConfig":

@@ -24,6 +24,7 @@ from ..textsafe import path_bytes
 from .tree import Tree, resolve
 from .trusted import config_copy, trusted_tests
 from ..pyparse import parse
+from .seal import Seal, located, seal_source
 
 
 MAX_GRADER_PATH = 3800
@@ -62,6 +63,12 @@ class Composition:
     ``_renamed``): host-side knowledge too."""
     links: list[str] = field(default_factory=list)
     """The repository's own symbolic links in test folders, as the initial commit has them (root's in the grader)."""
+    cases: dict[str, int] = field(default_factory=dict)
+    """Requested node ids of parametrized tests (named without a case) and how many cases each has at least
+    (``case_counts``): fewer reported is forgery."""
+    seals: dict[str, list[Seal]] = field(default_factory=dict)
+    """The sealed assertions of each requested test (by node id without parameters, under its own name): their
+    literals are host-side knowledge; the grader's copy of the file only sends values (``seal``)."""
 
 
 def _ancestors(path: str) -> list[str]:
@@ -438,6 +445,89 @@ def _imports(source: bytes | None) -> str:
     return "\n".join(p for p in parts if p) + ("\n\n\n" if parts else "")
 
 
+def _sealed(trusted: dict[str, bytes], files: list[str], nodes: list[str],
+            original: Tree | None) -> tuple[dict[str, bytes], dict[str, list[Seal]]]:
+    """The trusted test files with their requested tests' sealable assertions sealed (``seal.seal_source``), and the
+    seals by test. A file that is not UTF-8 Python, or holds nothing sealable, is kept as it is."""
+    out = dict(trusted)
+    seals: dict[str, list[Seal]] = {}
+    for file in files:
+        source = trusted.get(file)
+        if source is None or not file.endswith(".py"):
+            continue
+        try:
+            text = source.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        requested = [n for n in nodes if posixpath.normpath(n.split("::", 1)[0]) == file]
+        seen = original.files.get(file) if original is not None else None
+        sealed, found = seal_source(text, file, requested, seen)
+        if found:
+            out[file] = sealed.encode("utf-8")
+            for seal in found:
+                seals.setdefault(seal.test, []).append(seal)
+    return out, seals
+
+
+SELECTION = re.compile(rb"(^|[\s=\"'])(-m|-k|--deselect|--lf|--last-failed|--sw|--stepwise|--ff)(\b|=|\s)")
+"""Options that deselect some cases of a test (in the task's options or its trusted configuration): with one,
+no case count is required."""
+
+
+def _parametrize_count(node: ast.expr) -> int | None:
+    """How many cases a ``parametrize`` decorator makes (None: not a parametrize; -1: not known from the syntax)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "parametrize"):
+        return None
+    values = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "argvalues"), None)
+    if not isinstance(values, (ast.List, ast.Tuple)) or any(isinstance(e, ast.Starred) for e in values.elts):
+        return -1
+    return len(values.elts)
+
+
+def _marks_parametrize(body: list[ast.stmt]) -> bool:
+    """Whether a ``pytestmark`` assignment in ``body`` (a module's or a class's) may parametrize its tests."""
+    return any(isinstance(n, (ast.Assign, ast.AnnAssign)) and "pytestmark" in ast.dump(n) and "parametrize" in ast.dump(n)
+               for n in body)
+
+
+def case_counts(source: bytes | None, file: str, requested: list[str]) -> dict[str, int]:
+    """For each requested node id naming a parametrized test without a case, how many cases it has at least, from
+    the syntax of its own ``parametrize`` decorators (their product; a parametrized fixture only adds cases). The
+    runner refuses fewer: dropping the reports of a test's failing cases would otherwise leave only passes. Nodes
+    whose count the syntax does not give (a computed list, a class's or module's ``pytestmark``) are left out."""
+    if source is None:
+        return {}
+    try:
+        module = parse(source.decode("utf-8"))
+    except (UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    if _marks_parametrize(module.body):
+        return {}
+    out: dict[str, int] = {}
+    for node in dict.fromkeys(n for n in requested if "[" not in n):
+        parts = node.split("::")[1:]
+        if not parts:
+            continue
+        body: list[ast.stmt] | None = module.body
+        for name in parts[:-1]:
+            found = [n for n in body or [] if isinstance(n, ast.ClassDef) and n.name == name]
+            if not found or any(_parametrize_count(d) is not None for d in found[-1].decorator_list):
+                body = None
+                break
+            body = found[-1].body
+        if body is None or _marks_parametrize(body):
+            continue
+        defs = [n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == parts[-1]]
+        counts = [c for c in (_parametrize_count(d) for d in (defs[-1].decorator_list if defs else [])) if c is not None]
+        if counts and all(c > 0 for c in counts):
+            total = 1
+            for c in counts:
+                total *= c
+            if total > 1:
+                out[node] = total
+    return out
+
+
 def _tripwires(files: list[str], nodes: list[str], trusted: dict[str, bytes],
                taken: set[str], failing: set[str] = frozenset()) -> tuple[dict[str, bytes], list[Tripwire], dict[str, str]]:
     """One tripwire per test-file group, made to be indistinguishable from the group's tests by anything the test
@@ -510,11 +600,27 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
             removed.append(d)
     nonce = uuid.uuid4().hex + uuid.uuid4().hex[:8]
     files = test_files(task.grader.fail_to_pass + task.grader.pass_to_pass)
-    wires, tripwires, names = _tripwires(files, task.grader.fail_to_pass + task.grader.pass_to_pass, trusted,
+    # sealed first: the tripwire is then drawn among the tests as the grader runs them (a sealed test has no
+    # literal left to change, so a group of sealed tests gets the two-number form)
+    seals: dict[str, list[Seal]] = {}
+    if task.grader.seal:
+        sources, seals = _sealed(trusted, files, task.grader.fail_to_pass + task.grader.pass_to_pass, original)
+    else:
+        sources = trusted
+    wires, tripwires, names = _tripwires(files, task.grader.fail_to_pass + task.grader.pass_to_pass, sources,
                                          set(tree.files) | set(tree.symlinks) | set(trusted) | set(original.files),
                                          set(task.grader.fail_to_pass))
+    requested = task.grader.fail_to_pass + task.grader.pass_to_pass
     config_path, config_body, config_source = config_copy(original, files, nonce)
-    trusted_all = {**trusted, **wires, config_path: config_body}
+    args = getattr(getattr(task, "runtime", None), "command", None)
+    selecting = SELECTION.search(config_body) or any(SELECTION.search(a.encode()) for a in getattr(args, "args", []))
+    cases = {} if selecting else {
+        k: v for file in files
+        for k, v in case_counts(trusted.get(file), file,
+                                [n for n in requested if posixpath.normpath(n.split("::", 1)[0]) == file]).items()}
+    trusted_all = {**sources, **wires, config_path: config_body}  # the sealed copies: the literals stay here
+    for test, found in seals.items():  # where each call stands once the tripwire is in
+        seals[test] = located(found, trusted_all.get(posixpath.normpath(test.split("::", 1)[0]), b""))
     for path, data in sorted(trusted_all.items()):
         for ancestor in _ancestors(path):  # a file or link where a folder must be would displace trusted files
             if ancestor in tree.files or ancestor in tree.symlinks:
@@ -540,4 +646,4 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
             tree.dirs.add(parent)
     return Composition(tree, sorted(set(restored)), sorted(set(removed)), trusted_all, [w.node for w in tripwires],
                        nonce, config_path, config_source, original, ignored, tripwires, names,
-                       sorted(p for p in links if p in tree.symlinks))
+                       sorted(p for p in links if p in tree.symlinks), cases, seals)

@@ -97,6 +97,9 @@ def tests(name: str, nodes: list[str], run: TestRun) -> Criterion:
         evidence["oom"] = True
     if run.collect_errors:
         evidence["collect_errors"] = run.collect_errors[:3]
+    sealed = {n: run.sealed[n] for n in nodes if n in run.sealed}
+    if sealed:  # decided on the host: the values the tests sent against literals the test process never held
+        evidence["sealed"] = sealed
     return Criterion(name, True, passed, evidence)
 
 

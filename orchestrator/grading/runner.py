@@ -28,9 +28,12 @@ plugin's outcomes, pytest's exit code, the JUnit report), read as that command e
 with the exit code the engine saw, with pytest's summary line in the log and with the group's tripwire.
 
 Limits of what can be known: the code under test runs in its group's test process, so it can rewrite that
-group's reports consistently. The grader detects a forger that cannot tell the tripwire from the real tests
-(``compose._tripwires``: a copy of a real test in its file, under drawn names, whose identity stays on the host);
-a forger that tells it apart by comparing the test sources with published ones is not detected.
+group's reports consistently. What it cannot do is send the value a *sealed* assertion expects without computing it
+(``seal``: the literal stays on the host, which compares the values the process sent; ``_apply_seals``), so a test
+whose sealed assertion the code under test gets wrong is failed whatever the process reports. The rest rests on
+detection: the grader detects a forger that cannot tell the tripwire from the real tests (``compose._tripwires``,
+identity kept on the host); a forger that tells it apart (by its body, or by comparing the test sources with
+published ones) is not detected.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from ..stageclock import lap
 from ..tasks import Task
 from ..install import InstallResult, restore_outputs, run_install, stash_outputs_and_clear
 from .compose import Composition, Tripwire, test_files
+from .seal import Malformed, Seal, decode, shown
 
 TOOLS = Path(__file__).with_name("grader_tools")
 TOOLS_MOUNT = "/opt/trialbox-grader"
@@ -114,6 +118,10 @@ class TestRun:
     """What appeared in a folder of trusted files during the test run and was set aside before the next group."""
     witness: dict | None = None
     """A script grader's pytest sessions as the witness plugin recorded them (``script.witness_summary``)."""
+    sealed: dict[str, dict] = field(default_factory=dict)
+    """Per requested test with sealed assertions: how many it has (``sealed``), how many values met their literal
+    over its cases (``held``), and each that did not (``mismatched``: the assertion, the literal, the value sent,
+    the case) or sent nothing where the test passed (``missing``). A mismatch fails the test whatever pytest said."""
 
 
 def one_per_file(errors: list[dict]) -> list[dict]:
@@ -486,7 +494,14 @@ def _document(res) -> dict:
         raise ValueError("malformed collection errors in the results document")
     if type(data.get("exit_code")) is not int or not isinstance(data.get("junit"), (str, type(None))):
         raise ValueError("malformed exit code or JUnit report in the results document")
-    return {"outcomes": outcomes, "exit_code": data["exit_code"], "junit": data["junit"],
+    seals, raised = data.get("seals", {}), data.get("raised_at", {})
+    if not (isinstance(seals, dict) and all(isinstance(k, str) and isinstance(v, list) and all(
+            isinstance(r, list) and len(r) == 2 and isinstance(r[0], str) for r in v) for k, v in seals.items())):
+        raise ValueError("malformed sealed values in the results document")
+    if not (isinstance(raised, dict) and all(isinstance(k, str) and type(v) is int for k, v in raised.items())):
+        raise ValueError("malformed failure lines in the results document")
+    return {"outcomes": outcomes, "exit_code": data["exit_code"], "junit": data["junit"], "seals": seals,
+            "raised_at": raised,
             "collect_errors": [{"node": str(e.get("node", "")), "error": str(e.get("error", ""))} for e in errors]}
 
 
@@ -549,7 +564,9 @@ def _back(doc: dict, names: dict[str, str]) -> dict:
             return FOREIGN + key
         return reverse.get(base, base) + bracket + params
 
-    out = {**doc, "outcomes": {node(k): v for k, v in doc["outcomes"].items()}}
+    out = {**doc, "outcomes": {node(k): v for k, v in doc["outcomes"].items()},
+           "seals": {node(k): v for k, v in doc.get("seals", {}).items()},
+           "raised_at": {node(k): v for k, v in doc.get("raised_at", {}).items()}}
     if doc["junit"] is not None:
         try:
             root = ET.fromstring(doc["junit"])
@@ -669,11 +686,12 @@ def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limi
     if run.timed_out:  # a run that did not finish proves nothing: its reports count as not run
         run.outcomes = {}
         return run
-    _judge(run, nodes, groups)
+    _judge(run, nodes, groups, comp.seals, comp.cases)
     return run
 
 
-def _judge(run: TestRun, nodes: list[str], groups) -> None:
+def _judge(run: TestRun, nodes: list[str], groups, seals: dict[str, list[Seal]] | None = None,
+           least_cases: dict[str, int] | None = None) -> None:
     """The groups' channels against each other: the plugin's outcomes, the JUnit report, pytest's exit code (in the
     document and as the engine saw it), pytest's summary line in the log where it has one (``-qq`` in the task's
     options, or a log past what is read, leaves none: its absence proves nothing), each group's results for its own
@@ -681,12 +699,16 @@ def _judge(run: TestRun, nodes: list[str], groups) -> None:
     values, where it has its own) wherever its group produced results, unless its model did not pass either."""
     plugin_all: dict[str, str] = {}
     junit_all: dict[str, str] = {}
+    records: dict[str, list] = {}
+    raised: dict[str, int] = {}
     found_any = False
     for i, (group, wire, doc, counts) in enumerate(groups):
         if doc is None:
             continue
         found_any = True
-        foreign = sorted(k for k in doc["outcomes"] if not _owns(k, group, wire))
+        foreign = sorted(k for k in [*doc["outcomes"], *doc.get("seals", {})] if not _owns(k, group, wire))
+        records.update({k: v for k, v in doc.get("seals", {}).items() if _owns(k, group, wire)})
+        raised.update({k: v for k, v in doc.get("raised_at", {}).items() if _owns(k, group, wire)})
         outcomes = {k: v for k, v in doc["outcomes"].items() if _owns(k, group, wire)}
         run.collect_errors += doc["collect_errors"]
         messages: dict[str, str] = {}
@@ -708,6 +730,7 @@ def _judge(run: TestRun, nodes: list[str], groups) -> None:
         foreign += sorted(k for k in junit if not _owns(k, group, wire, _junit_key))
         junit = {k: v for k, v in junit.items() if _owns(k, group, wire, _junit_key)}
         if foreign:  # a group speaks for its own tests only: one vouching for another's is forgery
+            foreign = sorted(set(foreign))
             run.integrity.append(f"group {i} reported tests it was not given: {', '.join(foreign[:5])}")
         doc = {**doc, "outcomes": outcomes}
         plugin_all.update(outcomes)
@@ -753,4 +776,81 @@ def _judge(run: TestRun, nodes: list[str], groups) -> None:
             continue
         if (mine == "passed") != (theirs == "passed"):
             run.integrity.append(f"{node}: plugin says {mine}, JUnit says {theirs}")
+    for node, least in (least_cases or {}).items():  # a parametrized test passes only with every one of its cases
+        reported = {k for k in plugin_all if k.startswith(node + "[")}
+        if run.outcomes.get(node) == "passed" and len(reported) < least:
+            run.integrity.append(f"{node}: {len(reported)} of its {least} cases reported: results were forged")
+            run.outcomes[node] = "failed"
+    if seals:
+        _apply_seals(run, nodes, plugin_all, records, seals, raised)
+
+
+MAX_SEAL_EVIDENCE = 10
+"""Mismatched sealed assertions kept in a test's evidence (and integrity lines of one kind per test)."""
+MAX_SEALED_VALUES = 1000
+"""Sealed values one test case may send (the plugin's own bound)."""
+
+
+def _apply_seals(run: TestRun, nodes: list[str], outcomes: dict[str, str], records: dict[str, list],
+                 seals: dict[str, list[Seal]], raised_at: dict[str, int] | None = None) -> None:
+    """Each requested test's sealed assertions against the values its cases sent (``seal``): a case passes only
+    when pytest passed it and each of its sealed assertions sent exactly one value that meets its literal. A value
+    that does not meet it fails the test; a passed case that sent none, or more than one, or one that does not
+    decode, was forged (``grader_integrity``). Values sent by cases that failed anyway are compared too: that a
+    test's failure on the untouched repository is a sealed value is what ``tasks check`` reports as sealed, as is
+    a sealed assertion whose value raised (the line the test failed on, as the plugin saw it: ``raised``)."""
+    notes: list[str] = []
+    for node in nodes:
+        mine = seals.get(node.partition("[")[0])
+        if not mine:
+            continue
+        items = sorted(k for k in {*outcomes, *records} if k == node or k.startswith(node + "["))
+        held, mismatched, missing, failed, malformed, raised = 0, [], [], False, 0, []
+        for item in items:
+            passed = outcomes.get(item) == "passed"
+            sent = records.get(item, [])
+            line = (raised_at or {}).get(item)
+            raised += [{"assertion": seal.statement, "case": item, "visible_to_agent": seal.visible}
+                       for seal in mine if line is not None and seal.lines[0] <= line <= seal.lines[1]
+                       and not any(slot == seal.slot for slot, _ in sent)][:MAX_SEAL_EVIDENCE]
+            if len(sent) > MAX_SEALED_VALUES:  # more than the plugin sends: the rest is not read
+                run.integrity.append(f"{item}: {len(sent)} sealed values, more than trialbox's plugin sends: "
+                                     "results were forged")
+                failed, sent = True, sent[:MAX_SEALED_VALUES]
+            for seal in mine:
+                got = [data for slot, data in sent if slot == seal.slot]
+                if passed and len(got) != 1:
+                    failed = True
+                    missing.append({"assertion": seal.statement, "case": item, "values_sent": len(got)})
+                    if len(missing) <= MAX_SEAL_EVIDENCE:
+                        run.integrity.append(f"{item}: passed but sent {len(got)} values for a sealed assertion "
+                                             "that runs once: results were forged from inside the test process")
+                if not got:
+                    continue
+                try:
+                    value = decode(got[0])
+                except Malformed as exc:
+                    failed = failed or passed
+                    malformed += 1
+                    if malformed <= MAX_SEAL_EVIDENCE:
+                        run.integrity.append(f"{item}: a sealed value that trialbox's plugin does not send ({exc}): "
+                                             "results were forged")
+                    continue
+                if seal.holds(value):
+                    held += 1
+                    continue
+                failed = failed or passed
+                if len(mismatched) < MAX_SEAL_EVIDENCE:
+                    mismatched.append({"assertion": seal.statement, "expected": seal.expected, "got": shown(value),
+                                       "case": item, "visible_to_agent": seal.visible})
+        run.sealed[node] = {"sealed": len(mine), "held": held, "mismatched": mismatched, "missing": missing[:10],
+                            "raised": raised[:MAX_SEAL_EVIDENCE]}
+        if failed and run.outcomes.get(node) == "passed":
+            run.outcomes[node] = "failed"
+        notes += [f"{m['case']}: {m['assertion'].splitlines()[0][:200]}: the test sent {m['got']}"
+                  for m in mismatched] + [f"{m['case']}: passed without sending the value of "
+                                          f"{m['assertion'].splitlines()[0][:200]}" for m in missing[:10]]
+    if notes:  # pytest's own log counts such a test passed: the host's account beside it
+        run.log_tail += "\n== sealed assertions, compared on the host (pytest above holds no literal of them) ==\n" + \
+            "\n".join(notes[:50])
 

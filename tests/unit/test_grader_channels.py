@@ -109,7 +109,7 @@ def test_composition_counts_a_tripwire_file_as_restored_only_when_the_agent_chan
     from orchestrator.grading.tree import Tree
     original = Tree(files={FILE: MODULE, "textkit/__init__.py": b""}, executable=set(), symlinks={}, dirs={"tests", "textkit"})
     task = types.SimpleNamespace(grader=types.SimpleNamespace(fail_to_pass=NODES[:1], pass_to_pass=NODES[1:],
-                                                              test_patch=None, held_out=None))
+                                                              test_patch=None, held_out=None, seal=True))
     import orchestrator.grading.compose as mod
     trusted = {FILE: MODULE}
     saved = mod._trusted

@@ -48,7 +48,7 @@ def test_a_repository_link_in_a_test_folder_is_kept():
     original = Tree(files={"tests/test_links.py": b"def test_a():\n    assert 1 == 1\n", "tests/data/real.txt": b"x"},
                     executable=set(), symlinks={"tests/data/alias.txt": "real.txt"}, dirs={"tests", "tests/data"})
     task = types.SimpleNamespace(grader=types.SimpleNamespace(fail_to_pass=["tests/test_links.py::test_a"],
-                                                              pass_to_pass=[], test_patch=None, held_out=None))
+                                                              pass_to_pass=[], test_patch=None, held_out=None, seal=True))
     saved = C._trusted
     C._trusted = lambda final, orig, t: ({p: b for p, b in orig.files.items()}, {"tests"},
                                          {p for p in final.symlinks if p.startswith("tests/")})

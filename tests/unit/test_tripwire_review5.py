@@ -158,9 +158,10 @@ def _distance(a, b) -> int:
     return row[-1]
 
 
-@pytest.mark.xfail(strict=True, reason="stated limit (issue 23, open): code under test that evaluates the last "
-                   "assertion's other side itself and takes the constant nearer its own answer finds the copy; a "
-                   "sixth review's forger did so and was accepted on untouched tasks in 44 of 44 trials")
+@pytest.mark.xfail(strict=True, reason="stated limit of the tripwire alone: code under test that evaluates the last "
+                   "assertion's other side itself and takes the constant nearer its own answer finds the copy (a "
+                   "sixth review's forger was accepted on untouched tasks in 44 of 44 trials so); in the grader these "
+                   "assertions are sealed now, and the values decide (tests/docker/test_threats_sealed.py)")
 def test_a_forger_that_computes_the_answer_itself_finds_the_copy_no_more_than_one_time_in_two():
     import sys
 

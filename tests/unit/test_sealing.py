@@ -1,0 +1,354 @@
+"""Sealed assertions (``grading/seal.py``, the plugin's ``seal``, ``runner._apply_seals``): the literal a test
+compares with stays on the host, which compares the value the test process sent.
+
+The rewriting is checked on source text, the value's journey (plugin encode → JSON → host decode) against
+Python's own operators on the same values, and the host's judgement of a group's records, forged ones included.
+The real-engine tests are in ``tests/docker/test_threats_sealed.py``."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+from decimal import Decimal
+from fractions import Fraction
+
+import pytest
+
+from orchestrator.grading import runner as R
+from orchestrator.grading.seal import CALL, Cut, Malformed, Opaque, Seal, decode, seal_source
+from orchestrator.pyparse import parse
+
+_spec = importlib.util.spec_from_file_location("trialbox_grader_plugin_under_test",
+                                               R.TOOLS / "trialbox_grader_plugin.py")
+plugin = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(plugin)
+
+FILE = "tests/test_x.py"
+
+
+def _seal(src: str, *tests: str, seen: bytes | None = None):
+    return seal_source(src, FILE, [f"{FILE}::{t}" for t in tests], seen)
+
+
+def test_plain_comparisons_with_literals_are_sealed_and_their_literals_leave_the_file():
+    src = ('from pkg import f\n\n\ndef test_a():\n    x = f(1)\n    assert f("Crème") == "creme"  # gives creme\n'
+           '    assert x != [1, (2, 3)]\n    assert f(2) in ("needle", "pin")\n    assert f(3) >= -7\n'
+           '    assert ("multi"\n            "line") == f(4)\n')
+    out, seals = _seal(src, "test_a")
+    assert [s.op for s in seals] == ["==", "!=", "in", ">=", "=="]
+    for literal in ('"creme"', "creme", "[1, (2, 3)]", "needle", "-7", "multi"):
+        assert literal not in out  # neither in the statement nor in the comment beside it
+    assert out.count("\n") == src.count("\n") and out.count(CALL) == 5
+    assert [s.value_left for s in seals] == [True, True, True, True, False]
+    assert [s.literal() for s in seals] == ["creme", [1, (2, 3)], ("needle", "pin"), -7, "multiline"]
+    parse(out)
+
+
+def test_unittest_assertions_are_sealed_multi_line_ones_keep_their_lines():
+    src = ('import unittest\n\n\nclass T(unittest.TestCase):\n    def test_a(self):\n'
+           '        self.assertEqual(\n            total(),\n            {"a": 1,\n             "b": 2},\n        )\n'
+           '        self.assertIn(kind(), ["x", "y"], msg="why")\n        self.assertTrue(ok())\n')
+    out, seals = _seal(src, "T::test_a")
+    assert [(s.op, s.value_left) for s in seals] == [("==", True), ("in", True)]
+    assert '"a": 1' not in out and '"x"' not in out and "self.assertTrue(ok())" in out
+    assert out.count("\n") == src.count("\n")
+    tree = parse(out)
+    call = tree.body[1].body[0].body[0].value
+    assert call.lineno == 6 and call.end_lineno == 10  # the statement keeps its five lines
+
+
+@pytest.mark.parametrize("body", [
+    "    for i in range(2):\n        assert f(i) == 1\n",            # may run any number of times
+    "    with ctx():\n        assert f(1) == 1\n",                   # a context manager can skip the rest
+    "    if cond():\n        assert f(1) == 1\n",
+    "    x = 1; assert f(x) == 1\n",                                  # shares its line
+    "    assert f(1) == g(2)\n",                                      # no literal
+    "    assert 1 == 1\n",                                            # no value
+    "    assert f(1) == 1 == g()\n",                                  # a chain
+    "    assert f(1) is None\n",                                      # no secret to keep
+    '    assert "BOLT" in warehouse()\n',                             # looked for in a value: maybe a container
+    '    assert version() >= "1.2"\n',                                # ordered, not against a number
+])
+def test_what_is_not_sealed(body):
+    src = "def test_a():\n" + body
+    out, seals = _seal(src, "test_a")
+    assert seals == [] and out == src
+
+
+@pytest.mark.parametrize("head", ["@given(st.integers())\n", "@retry(3)\n"])
+def test_a_function_whose_decorator_may_run_it_other_than_once_is_left_whole(head):
+    src = head + "def test_a(x):\n    assert f(x) == 1\n"
+    assert _seal(src, "test_a") == (src, [])
+
+
+@pytest.mark.parametrize("head", ['@pytest.mark.parametrize("x", [1, 2])\n', '@mock.patch("a.b")\n',
+                                  '@patch.object(A, "b")\n', "@unittest.skipIf(False, 'no')\n"])
+def test_marks_and_patches_run_it_once(head):
+    src = head + "def test_a(x):\n    assert f(x) == 1\n"
+    assert len(_seal(src, "test_a")[1]) == 1
+
+
+def test_a_function_that_may_leave_early_is_left_whole():
+    src = "def test_a():\n    if skip():\n        return\n    assert f(1) == 1\n"
+    assert _seal(src, "test_a") == (src, [])
+
+
+def test_only_requested_tests_are_sealed_and_a_literal_the_agent_saw_is_marked():
+    src = "def test_a():\n    assert f(1) == 'one'\n\n\ndef test_b():\n    assert f(2) == 'two'\n"
+    out, seals = _seal(src, "test_a", seen=b"def test_a():\n    assert f(1) == 'one'\n")
+    assert [s.test for s in seals] == [f"{FILE}::test_a"] and seals[0].visible
+    assert "'two'" in out
+
+
+def test_slots_are_drawn_per_composition():
+    src = "def test_a():\n    assert f(1) == 1\n"
+    assert _seal(src, "test_a")[1][0].slot != _seal(src, "test_a")[1][0].slot
+
+
+# ---- the value's journey: plugin encode -> JSON -> host decode, against Python's own operators
+
+def _sent(value):
+    plugin._seals.clear()
+    plugin._sent[0] = 0
+    plugin._current[0] = "n"
+    try:
+        plugin.seal(value, "s")
+    finally:
+        plugin._current[0] = None
+    return json.loads(json.dumps(plugin._seals["n"][0][1]))
+
+
+class Version:
+    def __init__(self, text):
+        self.text = text
+
+    def __eq__(self, other):
+        return other == self.text
+
+    def __repr__(self):
+        return f"Version({self.text!r})"
+
+
+class Integer:
+    def __init__(self, n):
+        self.n = n
+
+    def __index__(self):
+        return self.n
+
+    def __eq__(self, other):
+        return other == self.n
+
+    def __lt__(self, other):
+        return self.n < other
+
+    def __gt__(self, other):
+        return self.n > other
+
+    def __repr__(self):
+        return str(self.n)
+
+
+CASES = [
+    ("abc", "==", "abc"), ("abc", "==", "abd"), (1, "==", 1.0), (True, "==", 1), ((1, 2), "==", [1, 2]),
+    ([1, (2, "x")], "==", [1, (2, "x")]), ({"a": [1]}, "==", {"a": [1]}), ({1, 2}, "==", frozenset({1, 2})),
+    (b"\x00\xff", "==", b"\x00\xff"), (bytearray(b"a"), "==", b"a"), (Decimal("1.50"), "==", 1.5),
+    (Fraction(1, 3), "==", Fraction(1, 3)), (float("nan"), "==", float("nan")), (-0.0, "==", 0.0),
+    (10 ** 50, "==", 10 ** 50), (2 + 3j, "==", 2 + 3j), (None, "==", None), ("a\udcffb", "==", "a\udcffb"),
+    ("needle", "in", "haystack with needle"), ([1, 2], "not in", [[1, 2]]), (3, "<", 4), ("b", ">=", "a"),
+    (Integer(4), "<", 5), (Integer(4), "in", [1, 4]), ([Integer(4), "a"], "==", [4, "a"]),
+    ("x", "!=", "y"), ({1: 2}, "==", {1: 2}), (Integer(4), "==", 4), (Integer(4), "==", 5),
+]
+
+
+PY = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "in": lambda a, b: a in b,
+      "not in": lambda a, b: a not in b, "<": lambda a, b: a < b, ">=": lambda a, b: a >= b}
+
+
+@pytest.mark.parametrize("value,op,literal", CASES, ids=range(len(CASES)))
+def test_the_host_judges_as_python_does(value, op, literal):
+    got = decode(_sent(value))
+    try:
+        written = repr(literal)
+        ast.literal_eval(written)
+    except ValueError:  # no literal writes it (a Fraction, a NaN): the value's journey alone
+        assert got == value or (value != value and got != got)
+        return
+    assert Seal("s", "t", op, written, True, "").holds(got) == bool(PY[op](value, literal))
+    try:
+        reversed_ = bool(PY[op](literal, value))
+    except TypeError:  # Python refuses the reversed operands (an object without that order): nothing to match
+        return
+    assert Seal("s", "t", op, written, False, "").holds(got) == reversed_
+
+
+def test_values_of_other_kinds_are_sent_as_opaque_and_meet_only_their_repr():
+    got = decode(_sent(Version("1.0")))
+    assert isinstance(got, Opaque) and got.type.endswith("Version") and got.repr == "Version('1.0')"
+    assert not Seal("s", "t", "==", "'1.0'", True, "").holds(got)  # a stated limit: Python would say equal
+    assert Seal("s", "t", "!=", "'1.0'", True, "").holds(got)
+
+
+def test_a_value_past_the_bounds_is_cut_and_meets_nothing():
+    deep: list = []
+    for _ in range(200):
+        deep = [deep]
+    got = decode(_sent(deep))
+    assert isinstance(got, Cut) and not Seal("s", "t", "==", "[]", True, "").holds(got)
+    assert isinstance(decode(_sent("x" * (3 << 20))), Cut)
+    assert decode(_sent("small")) == "small"  # a cut value takes none of the session's room
+
+
+@pytest.mark.parametrize("data", [
+    "abc", [], ["int", "zz"], ["float", 1.0], ["list", "x"], ["dict", [[["str", "a"]]]], ["set", [["list", []]]],
+    ["str"], ["weird", 1], ["opaque", 1, None, None], ["decimal", "1" * 5000], ["bytes", "***"],
+])
+def test_what_no_plugin_sends_is_malformed(data):
+    with pytest.raises(Malformed):
+        decode(data)
+
+
+def test_the_decoder_stops_at_its_depth():
+    data: list = ["none"]
+    for _ in range(5000):
+        data = ["list", [data]]
+    with pytest.raises(Malformed):
+        decode(data)
+
+
+# ---- the host's judgement of a group's records
+
+SEALS = {"t.py::test_a": [Seal("s1", "t.py::test_a", "==", "'creme'", True, 'assert f("Crème") == "creme"')]}
+
+
+def _run(outcomes, seals_sent):
+    run = R.TestRun(outcomes=R.select(outcomes, ["t.py::test_a"]))
+    R._apply_seals(run, ["t.py::test_a"], outcomes, seals_sent, SEALS)
+    return run
+
+
+def test_a_passed_test_whose_sealed_value_is_right_passes():
+    run = _run({"t.py::test_a": "passed"}, {"t.py::test_a": [["s1", ["str", "creme"]]]})
+    assert run.outcomes["t.py::test_a"] == "passed" and not run.integrity
+    assert run.sealed["t.py::test_a"]["held"] == 1
+
+
+def test_a_passed_test_whose_sealed_value_is_wrong_fails_with_the_evidence():
+    run = _run({"t.py::test_a": "passed"}, {"t.py::test_a": [["s1", ["str", "crme"]]]})
+    assert run.outcomes["t.py::test_a"] == "failed" and not run.integrity
+    assert run.sealed["t.py::test_a"]["mismatched"][0]["got"] == "'crme'"
+
+
+@pytest.mark.parametrize("sent", [{}, {"t.py::test_a": []}, {"t.py::test_a": [["s1", ["str", "creme"]]] * 2},
+                                  {"t.py::test_a": [["s1", ["bogus"]]]}])
+def test_a_passed_test_that_sent_no_value_or_two_or_a_forged_one_is_forgery(sent):
+    run = _run({"t.py::test_a": "passed"}, sent)
+    assert run.outcomes["t.py::test_a"] == "failed" and run.integrity
+
+
+def test_a_failed_test_keeps_its_mismatch_for_the_check():
+    run = _run({"t.py::test_a": "failed"}, {"t.py::test_a": [["s1", ["str", "crme"]]]})
+    assert run.outcomes["t.py::test_a"] == "failed" and not run.integrity
+    assert run.sealed["t.py::test_a"]["mismatched"]
+
+
+def test_each_parametrized_case_is_judged():
+    outcomes = {"t.py::test_a[1]": "passed", "t.py::test_a[2]": "passed"}
+    sent = {"t.py::test_a[1]": [["s1", ["str", "creme"]]], "t.py::test_a[2]": [["s1", ["str", "other"]]]}
+    run = R.TestRun(outcomes=R.select(outcomes, ["t.py::test_a"]))
+    R._apply_seals(run, ["t.py::test_a"], outcomes, sent, SEALS)
+    assert run.outcomes["t.py::test_a"] == "failed"
+    assert [m["case"] for m in run.sealed["t.py::test_a"]["mismatched"]] == ["t.py::test_a[2]"]
+
+
+def test_the_results_document_carries_the_values_and_refuses_malformed_ones():
+    import types
+
+    doc = {"outcomes": {}, "collect_errors": [], "exit_code": 0, "junit": None, "seals": {"n": [["s", ["none"]]]}}
+    res = types.SimpleNamespace(stdout=json.dumps(doc).encode(), stdout_size=len(json.dumps(doc)))
+    assert R._document(res)["seals"] == {"n": [["s", ["none"]]]}
+    for bad in ({"n": "x"}, {"n": [["s"]]}, {"n": [[1, ["none"]]]}, ["n"]):
+        doc["seals"] = bad
+        res = types.SimpleNamespace(stdout=json.dumps(doc).encode(), stdout_size=len(json.dumps(doc)))
+        with pytest.raises(ValueError):
+            R._document(res)
+
+
+def test_the_seal_call_is_plain_python_the_plugin_answers():
+    tree = ast.parse(CALL + '((1), "s")')
+    assert isinstance(tree.body[0].value, ast.Call)
+
+
+def test_crafted_values_cost_the_host_no_more_than_bounded_work():
+    import time
+
+    colliding = [["int", format(7 + i * ((1 << 61) - 1), "x")] for i in range(20_000)]  # one hash for all
+    start = time.monotonic()
+    with pytest.raises(Malformed):
+        decode(["set", colliding])  # more entries than any literal: refused before hashing
+    with pytest.raises(Malformed):
+        decode(["fraction", "f" * 5000, "3"])
+    with pytest.raises(Malformed):
+        decode(["list", [["none"]] * 200_000])
+    assert time.monotonic() - start < 5
+
+
+# ---- parametrized tests: every case reported, or the passes left are forged
+
+PARAMETRIZED = b'''import pytest
+@pytest.mark.parametrize("a", [1, 2, 3])
+@pytest.mark.parametrize("b", ["x", pytest.param("y", marks=pytest.mark.slow)])
+def test_a(a, b):
+    pass
+@pytest.mark.parametrize("a", CASES)
+def test_b(a):
+    pass
+class TestC:
+    @pytest.mark.parametrize("q", (1, 2))
+    def test_c(self, q):
+        pass
+def test_d():
+    pass
+'''
+
+
+def test_case_counts_come_from_the_syntax_where_it_gives_them():
+    from orchestrator.grading.compose import case_counts
+
+    nodes = [f"{FILE}::test_a", f"{FILE}::test_b", f"{FILE}::TestC::test_c", f"{FILE}::test_d", f"{FILE}::test_a[1-x]"]
+    assert case_counts(PARAMETRIZED, FILE, nodes) == {f"{FILE}::test_a": 6, f"{FILE}::TestC::test_c": 2}
+    marked = b"import pytest\npytestmark = [pytest.mark.parametrize('z', [1, 2])]\n" + PARAMETRIZED
+    assert case_counts(marked, FILE, nodes) == {}  # a module's marks multiply what the syntax says: not known
+
+
+def test_a_parametrized_test_with_a_case_dropped_from_every_channel_is_failed_as_forged():
+    node = f"{FILE}::TestC::test_c"
+    run = R.TestRun(exit_codes=[0])
+    doc = {"outcomes": {f"{node}[1]": "passed"}, "exit_code": 0, "junit": None, "collect_errors": [], "seals": {}}
+    R._judge(run, [node], [([node], None, doc, None)], {}, {node: 2})
+    assert run.outcomes[node] == "failed" and any("1 of its 2 cases" in p for p in run.integrity)
+    run = R.TestRun(exit_codes=[0])
+    doc["outcomes"] = {f"{node}[1]": "passed", f"{node}[2]": "passed"}
+    R._judge(run, [node], [([node], None, doc, None)], {}, {node: 2})
+    assert run.outcomes[node] == "passed"
+
+
+def test_a_sealed_value_that_raised_is_known_by_its_line():
+    seal = Seal("s1", "t.py::test_a", "==", "1", True, "assert f() == 1", lines=(5, 6))
+    run = R.TestRun(outcomes={"t.py::test_a": "failed"})
+    R._apply_seals(run, ["t.py::test_a"], {"t.py::test_a": "failed"}, {"t.py::test_a": []}, {"t.py::test_a": [seal]},
+                   {"t.py::test_a": 6})
+    assert run.sealed["t.py::test_a"]["raised"][0]["assertion"] == "assert f() == 1"
+    run = R.TestRun(outcomes={"t.py::test_a": "failed"})
+    R._apply_seals(run, ["t.py::test_a"], {"t.py::test_a": "failed"}, {}, {"t.py::test_a": [seal]}, {"t.py::test_a": 9})
+    assert run.sealed["t.py::test_a"]["raised"] == []
+
+
+def test_located_finds_each_call_where_the_file_has_it():
+    from orchestrator.grading.seal import located
+
+    src = "def test_a():\n    assert f(1) == 1\n\n\ndef test_b():\n    assert g(\n        2) == 2\n"
+    out, seals = _seal(src, "test_a", "test_b")
+    moved = located(seals, ("# a tripwire above\n\n" + out).encode())
+    assert [s.lines for s in moved] == [(4, 4), (8, 9)]
