@@ -37,6 +37,15 @@ def _evidence(evidence: dict[str, Any]) -> str:
         first["passed"] = len(outcomes) - len(bad)
     if "collect_errors" in shown:
         first["collect_errors"] = shown.pop("collect_errors")
+    sealed = shown.pop("sealed", None)
+    if isinstance(sealed, dict):  # what the host decided: the values that did not meet their literal first
+        wrong = [f"{m.get('assertion', '').splitlines()[0] if m.get('assertion') else '?'} got {m.get('got')}"
+                 for s in sealed.values() if isinstance(s, dict) for m in s.get("mismatched") or []]
+        missing = sum(len(s.get("missing") or []) for s in sealed.values() if isinstance(s, dict))
+        if wrong:
+            first["sealed_not_met"] = wrong[:SHOWN_TESTS]
+        if missing:
+            first["sealed_not_sent"] = missing
     text = json.dumps({**first, **shown}, default=str, ensure_ascii=False)
     return text if len(text) < 600 else text[:600] + " … (the whole evidence is in the trial's verdict.json)"
 

@@ -176,13 +176,20 @@ def sealing(task: Task, runs: list[TestRun]) -> dict:
     not in the agent's copy of its file (a value that did not meet it, or that raised while it was computed:
     ``grading.seal``): code under test that does not compute that value cannot
     pass them by any forgery of the test process, so a task with one of them cannot be accepted untouched that way.
-    The others' acceptance rests on the tripwire (its limits in the README's threat model)."""
+    The others' acceptance rests on the tripwire (its limits in the README's threat model), but for those whose sealed
+    assertions the untouched repository never reached (``not_measured``: a forger must still send their values;
+    whether its code would compute them right is not known)."""
     f2p = task.grader.fail_to_pass
     decided = [n for n in f2p if runs and all(
         any(not m["visible_to_agent"] for kind in ("mismatched", "raised") for m in r.sealed.get(n, {}).get(kind, []))
         for r in runs)]
+    def unreached(s: dict) -> bool:  # a sealed assertion that neither sent a value nor raised
+        return s.get("held", 0) + len(s.get("mismatched", [])) + len(s.get("raised", [])) < s.get("sealed", 0)
+
+    unmeasured = [n for n in f2p if n not in decided and runs and runs[0].sealed.get(n)
+                  and any(unreached(r.sealed.get(n, {})) for r in runs)]
     return {"fail_to_pass": len(f2p), "decided_by_sealed_values": decided,
-            "with_sealed_assertions": [n for n in f2p if runs and runs[0].sealed.get(n)]}
+            "with_sealed_assertions": [n for n in f2p if runs and runs[0].sealed.get(n)], "not_measured": unmeasured}
 
 
 def sealing_line(sealed: dict | None) -> str:
@@ -191,8 +198,11 @@ def sealing_line(sealed: dict | None) -> str:
             or not isinstance(sealed.get("decided_by_sealed_values"), list):
         return ""
     n, total = len(sealed["decided_by_sealed_values"]), sealed["fail_to_pass"]
+    unmeasured = len(sealed.get("not_measured") or [])
     return f"; fail-to-pass decided outside the test process: {n} of {total}" + \
-        ("" if n else " (acceptance rests on the tripwire)")
+        (f", {unmeasured} not measured (sealed assertions the untouched repository never reached: an earlier "
+         "failure, or a module that does not import)" if unmeasured else "") + \
+        (" (acceptance rests on the tripwire)" if not n and not unmeasured else "")
 
 
 def _agents(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str, replicates: int, folder: Path,

@@ -56,6 +56,14 @@ def trial(setup, client, tmp_path, steps, task_id="textkit-slug-unicode", networ
     return result["verdict"], result, paths.trial(spec.trial_id, 1)
 
 
+def unsealed(setup, task_id="textkit-slug-unicode"):
+    """``setup`` with one task's sealing turned off (``seal: false``): where the tripwire alone stands."""
+    loaded, tasks, image_id = setup
+    task = tasks[task_id]
+    grader = task.grader.model_copy(update={"seal": False})
+    return loaded, {**tasks, task_id: task.model_copy(update={"grader": grader})}, image_id
+
+
 def criteria(verdict):
     return {c["name"]: c for c in verdict["criteria"]}
 

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from tests.docker.test_threats import FIX, SUBMIT, criteria, setup, trial  # noqa: F401 - setup is a fixture
+from tests.docker.test_threats import FIX, SUBMIT, criteria, setup, trial, unsealed  # noqa: F401 - setup is a fixture
 
 
 def _append(code: str) -> list[dict]:
@@ -83,16 +83,21 @@ def _forced(direction):
 
 
 @pytest.mark.parametrize("direction,outcome", [("up", "accepted"), ("down", "rejected")])
-def test_tripwire_pair_hunter_guessing_from_its_own_file(setup, client, tmp_path, monkeypatch, direction, outcome):
+@pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "unsealed"])
+def test_tripwire_pair_hunter_guessing_from_its_own_file(setup, client, tmp_path, monkeypatch, direction, outcome,
+                                                         sealed):
     """Finding 1 of review 2, as it now stands: the copy's constant is changed in a drawn direction (or is another
     constant of the file), so a forger reading only the file narrows the tripwire down to a pair and must guess.
-    Pinned both ways with the direction forced: where its rule guesses right (the constant made larger, as it
-    assumes) the untouched task is accepted (the stated limit: about one draw in two for an optimal guesser);
-    where it guesses wrong it is caught."""
+    Pinned both ways with the direction forced, with sealing off (``seal: false``): where its rule guesses right
+    (the constant made larger, as it assumes) the untouched task is accepted (the tripwire's stated limit: about one
+    draw in two for an optimal guesser); where it guesses wrong it is caught. Sealed (the default), the tests'
+    literals are not in the file to hunt, and the values decide: rejected either way."""
     from orchestrator.grading import compose as C
     monkeypatch.setattr(C, "_mutated", _forced(direction))
-    verdict, _, _ = trial(setup, client, tmp_path, _append(PAIR_HUNTER) + SUBMIT)
-    assert verdict["outcome"] == outcome, verdict
+    verdict, _, _ = trial(setup if sealed else unsealed(setup), client, tmp_path, _append(PAIR_HUNTER) + SUBMIT)
+    assert verdict["outcome"] == ("rejected" if sealed else outcome), verdict
+    if sealed:
+        assert "fail_to_pass" in verdict["reasons"], verdict
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.docker.test_threats import FIX, SUBMIT, criteria, setup, trial  # noqa: F401 - setup is a fixture
+from tests.docker.test_threats import FIX, SUBMIT, criteria, setup, trial, unsealed  # noqa: F401 - setup is a fixture
 from tests.docker.test_threats_review2 import HELD_OUT, _project
 
 
@@ -212,15 +212,19 @@ _r.TestReport.__init__ = _forged
 
 
 @pytest.mark.parametrize("side,outcome", [("before", "rejected"), ("after", "accepted")])
-def test_the_later_of_a_one_constant_pair_is_the_tripwire(setup, client, tmp_path, monkeypatch, side, outcome):
+@pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "unsealed"])
+def test_the_later_of_a_one_constant_pair_is_the_tripwire(setup, client, tmp_path, monkeypatch, side, outcome, sealed):
     """Finding 7 as it now stands: the copy's place is drawn on either side of its model, so "the later of the pair"
-    is right one time in two. Pinned both ways with the side forced: before its model, the forger forges the copy
-    and is caught; after it, the untouched task is accepted (the stated limit)."""
+    is right one time in two. Pinned both ways with the side forced, with sealing off (``seal: false``): before its
+    model, the forger forges the copy and is caught; after it, the untouched task is accepted (the tripwire's stated
+    limit). Sealed (the default), the values decide: rejected either way."""
     from orchestrator.grading import compose as C
 
     def place(rng, defs, model):
         i = defs.index(model)
         return i if side == "before" else i + 1
     monkeypatch.setattr(C, "_place", place)
-    verdict, _, _ = trial(setup, client, tmp_path, _append(LATER_OF_THE_PAIR) + SUBMIT)
-    assert verdict["outcome"] == outcome, verdict
+    verdict, _, _ = trial(setup if sealed else unsealed(setup), client, tmp_path, _append(LATER_OF_THE_PAIR) + SUBMIT)
+    assert verdict["outcome"] == ("rejected" if sealed else outcome), verdict
+    if sealed:
+        assert "fail_to_pass" in verdict["reasons"], verdict
