@@ -352,3 +352,12 @@ def test_located_finds_each_call_where_the_file_has_it():
     out, seals = _seal(src, "test_a", "test_b")
     moved = located(seals, ("# a tripwire above\n\n" + out).encode())
     assert [s.lines for s in moved] == [(4, 4), (8, 9)]
+
+
+def test_docstrings_of_sealed_tests_are_blanked_and_a_literal_still_written_is_no_secret():
+    src = ('def test_a():\n    """slugify gives creme-brulee\n    for Crème Brûlée."""\n'
+           '    assert slugify("Crème Brûlée") == "creme-brulee"\n    assert count("x") == 500\n\n\n'
+           'def test_b():\n    assert f("plain-words") == "plain-words"\n    assert g(1500) == 1500\n')
+    out, seals = _seal(src, "test_a", "test_b")
+    assert "creme-brulee" not in out and out.count("\n") == src.count("\n")
+    assert [s.visible for s in seals] == [False, False, True, True]  # test_b's values are its own inputs
