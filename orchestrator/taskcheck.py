@@ -172,16 +172,21 @@ def check_task(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: 
 
 
 def sealing(task: Task, runs: list[TestRun]) -> dict:
-    """Which fail-to-pass tests failed on the untouched repository, in every run, on a sealed value whose literal was
-    not in the agent's copy of its file (a value that did not meet it, or that raised while it was computed:
-    ``grading.seal``): code under test that does not compute that value cannot
+    """Which fail-to-pass tests failed on the untouched repository, in every run, on a sealed value that decides
+    (``Seal.deciding``: a literal the agent did not see, not a first guess, not after a block saying what must be
+    refused) and that held nowhere on the untouched repository (a value that did not meet it, or that raised while
+    it was computed: ``grading.seal``): code under test that does not compute that value cannot
     pass them by any forgery of the test process, so a task with one of them cannot be accepted untouched that way.
     The others' acceptance rests on the tripwire (its limits in the README's threat model), but for those whose sealed
     assertions the untouched repository never reached (``not_measured``: a forger must still send their values;
     whether its code would compute them right is not known)."""
     f2p = task.grader.fail_to_pass
+    # a literal that held anywhere on the untouched repository (another case of a parametrized test, another test)
+    # is one the code computes already: a forger replays it
+    known = {lit for r in runs for s in r.sealed.values() for lit in s.get("held_literals", [])}
     decided = [n for n in f2p if runs and all(
-        any(not m["visible_to_agent"] for kind in ("mismatched", "raised") for m in r.sealed.get(n, {}).get(kind, []))
+        any(m.get("deciding") and m.get("expected") not in known for m in r.sealed.get(n, {}).get("mismatched", []))
+        or any(m.get("deciding") and m.get("expected") not in known for m in r.sealed.get(n, {}).get("raised", []))
         for r in runs)]
     def unreached(s: dict) -> bool:  # a sealed assertion that neither sent a value nor raised
         return s.get("held", 0) + len(s.get("mismatched", [])) + len(s.get("raised", [])) < s.get("sealed", 0)

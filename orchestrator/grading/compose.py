@@ -24,7 +24,7 @@ from ..textsafe import path_bytes
 from .tree import Tree, resolve
 from .trusted import config_copy, trusted_tests
 from ..pyparse import parse
-from .seal import Seal, located, seal_source
+from .seal import Seal, bases_named, located, seal_source
 
 
 MAX_GRADER_PATH = 3800
@@ -391,7 +391,8 @@ def _renamed(rng: random.Random, data: bytes, file: str, requested: list[str],
     """``data`` with each requested test function renamed to a name drawn like the tripwire's (from its scope's own
     tokens), so the names an agent saw in the repository or a published grader folder name none of the tests the
     grader runs; ``{old node: new node}`` (without parameters). A test whose name occurs anywhere else in the file
-    (called, aliased, named in a string) or in any other trusted file or file name keeps its name; so do all of them
+    (called, aliased, named in a string) or in any other trusted file or file name keeps its name, as does a method of
+    a class another class derives from (its subclass's node would name a method no longer there); so do all of them
     where a trusted file reads test names (``NAME_READERS``)."""
     others = {p: b for p, b in (trusted or {}).items() if p != file}
     if any(w in b for b in [data, *others.values()] for w in NAME_READERS):
@@ -404,10 +405,11 @@ def _renamed(rng: random.Random, data: bytes, file: str, requested: list[str],
     lines = text.splitlines(keepends=True)
     mapping: dict[str, str] = {}
     drawn = {wire.split("::")[-1]}
+    derived_from = {name for names in bases_named({file: data, **others}).values() for name in names}
     for node in dict.fromkeys(n.split("[", 1)[0] for n in requested):
         parts = node.split("::")[1:]
-        if not parts:
-            continue
+        if not parts or (len(parts) > 1 and parts[-2] in derived_from):
+            continue  # a class another one derives from: a renamed method would leave the subclass without it
         scope = _scope_of(module, parts[:-1])
         name = parts[-1]
         defs = [d for d in _test_defs(scope or []) if d.name == name]
@@ -446,11 +448,14 @@ def _imports(source: bytes | None) -> str:
 
 
 def _sealed(trusted: dict[str, bytes], files: list[str], nodes: list[str],
-            original: Tree | None) -> tuple[dict[str, bytes], dict[str, list[Seal]]]:
+            original: Tree | None, instruction: bytes = b"") -> tuple[dict[str, bytes], dict[str, list[Seal]]]:
     """The trusted test files with their requested tests' sealable assertions sealed (``seal.seal_source``), and the
-    seals by test. A file that is not UTF-8 Python, or holds nothing sealable, is kept as it is."""
+    seals by test. A file that is not UTF-8 Python, or holds nothing sealable, is kept as it is. What the agent saw
+    of a file (its copy, the instruction) marks a literal as seen; classes that another trusted file derives from
+    keep their methods whole."""
     out = dict(trusted)
     seals: dict[str, list[Seal]] = {}
+    bases = bases_named(trusted)
     for file in files:
         source = trusted.get(file)
         if source is None or not file.endswith(".py"):
@@ -460,8 +465,9 @@ def _sealed(trusted: dict[str, bytes], files: list[str], nodes: list[str],
         except UnicodeDecodeError:
             continue
         requested = [n for n in nodes if posixpath.normpath(n.split("::", 1)[0]) == file]
-        seen = original.files.get(file) if original is not None else None
-        sealed, found = seal_source(text, file, requested, seen)
+        seen = (original.files.get(file, b"") if original is not None else b"") + b"\n" + instruction
+        elsewhere = {name for path, names in bases.items() if path != file for name in names}
+        sealed, found = seal_source(text, file, requested, seen, elsewhere)
         if found:
             out[file] = sealed.encode("utf-8")
             for seal in found:
@@ -472,6 +478,23 @@ def _sealed(trusted: dict[str, bytes], files: list[str], nodes: list[str],
 SELECTION = re.compile(rb"(^|[\s=\"'])(-m|-k|--deselect|--lf|--last-failed|--sw|--stepwise|--ff)(\b|=|\s)")
 """Options that deselect some cases of a test (in the task's options or its trusted configuration): with one,
 no case count is required."""
+
+
+def _addopts(config: bytes) -> bytes:
+    """The ``addopts`` setting of a pytest configuration (ini, cfg or toml), with its continuation lines: where a
+    deselecting option would be (a ``markers`` description that mentions ``-m`` selects nothing)."""
+    out, inside = [], False
+    for line in config.splitlines():
+        if re.match(rb"\s*addopts\s*=", line):
+            inside = True
+            out.append(line.split(b"=", 1)[1])
+        elif inside and line[:1] in (b" ", b"\t") and line.strip():
+            out.append(line)
+        else:
+            inside = inside and line.strip().startswith((b"\"", b"'", b"]"))  # a toml list's items
+            if inside:
+                out.append(line)
+    return b"\n".join(out)
 
 
 def _parametrize_count(node: ast.expr) -> int | None:
@@ -565,6 +588,14 @@ def _tripwires(files: list[str], nodes: list[str], trusted: dict[str, bytes],
     return out, wires, names
 
 
+def _instruction(task: Task) -> bytes:
+    """The text the agent is given (a literal written there is no secret)."""
+    try:
+        return (task.folder / task.config.instruction).read_bytes()
+    except (AttributeError, OSError, TypeError):
+        return b""
+
+
 def compose(final: Tree, original: Tree, task: Task) -> Composition:
     """The grader's workspace: the final files; the held-out files over them; the test folders,
     named test files and every conftest.py restored to their trusted copies (files the agent
@@ -604,7 +635,8 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
     # literal left to change, so a group of sealed tests gets the two-number form)
     seals: dict[str, list[Seal]] = {}
     if task.grader.seal:
-        sources, seals = _sealed(trusted, files, task.grader.fail_to_pass + task.grader.pass_to_pass, original)
+        sources, seals = _sealed(trusted, files, task.grader.fail_to_pass + task.grader.pass_to_pass, original,
+                                 _instruction(task))
     else:
         sources = trusted
     wires, tripwires, names = _tripwires(files, task.grader.fail_to_pass + task.grader.pass_to_pass, sources,
@@ -613,7 +645,8 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
     requested = task.grader.fail_to_pass + task.grader.pass_to_pass
     config_path, config_body, config_source = config_copy(original, files, nonce)
     args = getattr(getattr(task, "runtime", None), "command", None)
-    selecting = SELECTION.search(config_body) or any(SELECTION.search(a.encode()) for a in getattr(args, "args", []))
+    selecting = SELECTION.search(_addopts(config_body)) or \
+        any(SELECTION.search(a.encode()) for a in getattr(args, "args", []))
     cases = {} if selecting else {
         k: v for file in files
         for k, v in case_counts(trusted.get(file), file,

@@ -62,7 +62,7 @@ from ..stageclock import lap
 from ..tasks import Task
 from ..install import InstallResult, restore_outputs, run_install, stash_outputs_and_clear
 from .compose import Composition, Tripwire, test_files
-from .seal import Malformed, Seal, decode, shown
+from .seal import HASHED_PER_GROUP, MAX_ITEMS, Malformed, Seal, decode, shown
 
 TOOLS = Path(__file__).with_name("grader_tools")
 TOOLS_MOUNT = "/opt/trialbox-grader"
@@ -789,6 +789,9 @@ MAX_SEAL_EVIDENCE = 10
 """Mismatched sealed assertions kept in a test's evidence (and integrity lines of one kind per test)."""
 MAX_SEALED_VALUES = 1000
 """Sealed values one test case may send (the plugin's own bound)."""
+SEAL_READING_S = 30.0
+"""How long the host reads one grading's sealed values at most (honest ones take well under a second; each value's
+own cost is bounded by ``seal.MAX_HASHED``)."""
 
 
 def _apply_seals(run: TestRun, nodes: list[str], outcomes: dict[str, str], records: dict[str, list],
@@ -798,19 +801,28 @@ def _apply_seals(run: TestRun, nodes: list[str], outcomes: dict[str, str], recor
     that does not meet it fails the test; a passed case that sent none, or more than one, or one that does not
     decode, was forged (``grader_integrity``). Values sent by cases that failed anyway are compared too: that a
     test's failure on the untouched repository is a sealed value is what ``tasks check`` reports as sealed, as is
-    a sealed assertion whose value raised (the line the test failed on, as the plugin saw it: ``raised``)."""
+    a sealed assertion whose value raised (the line the test failed on, as the plugin saw it: ``raised``). Only
+    cases with a reported outcome are read; reading stops at ``SEAL_READING_S`` (what is left fails, as forged)."""
     notes: list[str] = []
+    deadline = time.monotonic() + SEAL_READING_S
     for node in nodes:
         mine = seals.get(node.partition("[")[0])
         if not mine:
             continue
-        items = sorted(k for k in {*outcomes, *records} if k == node or k.startswith(node + "["))
+        items = sorted(k for k in outcomes if k == node or k.startswith(node + "["))
         held, mismatched, missing, failed, malformed, raised = 0, [], [], False, 0, []
+        held_literals: set[str] = set()
+        budget = [MAX_ITEMS, HASHED_PER_GROUP]
         for item in items:
+            if time.monotonic() > deadline:
+                failed = True
+                run.integrity.append(f"{node}: its sealed values were not all read within {SEAL_READING_S:.0f} s, "
+                                     "far past what any test sends: results were forged")
+                break
             passed = outcomes.get(item) == "passed"
             sent = records.get(item, [])
             line = (raised_at or {}).get(item)
-            raised += [{"assertion": seal.statement, "case": item, "visible_to_agent": seal.visible}
+            raised += [{"assertion": seal.statement, "expected": seal.expected, "case": item, "deciding": seal.deciding}
                        for seal in mine if line is not None and seal.lines[0] <= line <= seal.lines[1]
                        and not any(slot == seal.slot for slot, _ in sent)][:MAX_SEAL_EVIDENCE]
             if len(sent) > MAX_SEALED_VALUES:  # more than the plugin sends: the rest is not read
@@ -828,7 +840,7 @@ def _apply_seals(run: TestRun, nodes: list[str], outcomes: dict[str, str], recor
                 if not got:
                     continue
                 try:
-                    value = decode(got[0])
+                    value = decode(got[0], budget=budget)
                 except Malformed as exc:
                     failed = failed or passed
                     malformed += 1
@@ -838,13 +850,14 @@ def _apply_seals(run: TestRun, nodes: list[str], outcomes: dict[str, str], recor
                     continue
                 if seal.holds(value):
                     held += 1
+                    held_literals.add(seal.expected)
                     continue
                 failed = failed or passed
                 if len(mismatched) < MAX_SEAL_EVIDENCE:
                     mismatched.append({"assertion": seal.statement, "expected": seal.expected, "got": shown(value),
-                                       "case": item, "visible_to_agent": seal.visible})
+                                       "case": item, "deciding": seal.deciding})
         run.sealed[node] = {"sealed": len(mine), "held": held, "mismatched": mismatched, "missing": missing[:10],
-                            "raised": raised[:MAX_SEAL_EVIDENCE]}
+                            "raised": raised[:MAX_SEAL_EVIDENCE], "held_literals": sorted(held_literals)[:50]}
         if failed and run.outcomes.get(node) == "passed":
             run.outcomes[node] = "failed"
         notes += [f"{m['case']}: {m['assertion'].splitlines()[0][:200]}: the test sent {m['got']}"

@@ -57,14 +57,16 @@ OPS: dict[type, str] = {ast.Eq: "==", ast.NotEq: "!=", ast.In: "in", ast.NotIn: 
                         ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 UNITTEST: dict[str, str] = {
     "assertEqual": "==", "assertEquals": "==", "assertListEqual": "==", "assertTupleEqual": "==",
-    "assertDictEqual": "==", "assertSetEqual": "==", "assertSequenceEqual": "==", "assertMultiLineEqual": "==",
-    "assertNotEqual": "!=", "assertNotEquals": "!=", "assertIn": "in", "assertNotIn": "not in",
-    "assertLess": "<", "assertLessEqual": "<=", "assertGreater": ">", "assertGreaterEqual": ">="}
-"""``TestCase`` methods sealed like the operator: ``assertIn(member, container)`` is ``member in container``."""
+    "assertDictEqual": "==", "assertSetEqual": "==", "assertMultiLineEqual": "==", "assertIn": "in"}
+"""``TestCase`` methods sealed like the operator: ``assertIn(member, container)`` is ``member in container``
+(``assertSequenceEqual`` compares a tuple with a list element by element: not the operator, not sealed)."""
 COMPARE = {"==": operator.eq, "!=": operator.ne, "in": lambda a, b: a in b, "not in": lambda a, b: a not in b,
            "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 MAX_LITERAL = 16384
 """A longer literal stays in the file (its assertion is not sealed)."""
+MAX_HASHED = 500
+"""Entries of one set or dict a sent value may hold, and a sealed literal (rebuilding a set hashes, and crafted
+members that collide cost quadratic time: this bounds it)."""
 MAX_DEPTH = 64
 """How deep a sent value may nest (the plugin cuts deeper values; the host decodes no deeper)."""
 RUN_DECORATORS = ("patch", "object", "dict", "multiple", "skip", "skipIf", "skipUnless", "expectedFailure")
@@ -92,6 +94,20 @@ class Seal:
     """The literal's text is in the agent's own copy of this file (it was in the repository: no secret)."""
     lines: tuple[int, int] = (0, 0)
     """Where its call stands in the file as the grader runs it (first and last line; ``located``)."""
+    secret: bool = True
+    """False where the value may be known without the fix: it follows a block that says what must be refused (a
+    ``pytest.raises``, a ``try``), after which the expected value is often the state a refusal leaves."""
+
+    @property
+    def deciding(self) -> bool:
+        """Whether a mismatch here on the untouched repository counts as deciding its test (``tasks check``): a
+        secret literal, not seen by the agent, and not one of a forger's first guesses (``GUESSABLE``)."""
+        try:
+            value = self.literal()
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return False
+        guessable = any(type(value) is type(g) and value == g for g in GUESSABLE)
+        return self.secret and not self.visible and not guessable
 
     def literal(self) -> Any:
         """The literal's value (in parentheses: a literal written over several lines inside the statement's own
@@ -161,7 +177,12 @@ class Opaque:
     def __ge__(self, other: Any) -> bool:
         return self._order(other, operator.ge)
 
-    __hash__ = None  # type: ignore[assignment]  # in a set or as a key it is unhashable, as the host cannot hash it
+    def __hash__(self) -> int:  # as the int or float it equals, else by its repr (set members, dict keys)
+        if self.index is not None:
+            return hash(self.index)
+        if self.number is not None:
+            return hash(self.number)
+        return hash((self.type, self.repr))
 
     def __str__(self) -> str:
         return f"<{self.type}> {self.repr if self.repr is not None else '(no repr)'}"
@@ -183,17 +204,20 @@ class Malformed(ValueError):
 
 MAX_ITEMS = 100_000
 """Values in one sent value, as the plugin sends at most (``decode`` refuses more)."""
-MAX_HASHED = 10_000
-"""Entries of one set or dict rebuilt on the host: hashing is where crafted values (ints that collide) would cost
-quadratic time, so more is refused (no literal of a test holds that many)."""
 MAX_INT_DIGITS = 4096
 """Hex digits of a fraction's parts (a gcd of larger crafted ints would cost the host its time)."""
 
 
+HASHED_PER_GROUP = 5000
+"""Set and dict entries the host rebuilds from one group's values, in all (past it, a value is judged cut): with
+``MAX_HASHED`` per set, what crafted collisions can cost is bounded (a few seconds of CPU)."""
+
+
 def decode(data: Any, depth: int = 0, budget: list[int] | None = None) -> Any:
-    """The value the plugin's ``encode`` sent (bounded by ``MAX_DEPTH`` and ``MAX_ITEMS``); ``Malformed`` for
-    anything else."""
-    budget = [MAX_ITEMS] if budget is None else budget
+    """The value the plugin's ``encode`` sent (bounded by ``MAX_DEPTH`` and ``MAX_ITEMS``; ``budget`` is [values
+    left, set and dict entries left], the second shared by a group's values); ``Malformed`` for anything no plugin
+    sends; ``Cut`` for a set or dict past the bounds, or whose members cannot be hashed here."""
+    budget = [MAX_ITEMS, HASHED_PER_GROUP] if budget is None else budget
     budget[0] -= 1
     if budget[0] < 0:
         raise Malformed(f"more than {MAX_ITEMS} values in one")
@@ -221,17 +245,26 @@ def decode(data: Any, depth: int = 0, budget: list[int] | None = None) -> Any:
         if tag == "fraction" and len(rest) == 2 and all(isinstance(r, str) and len(r) <= MAX_INT_DIGITS for r in rest):
             return Fraction(decode(["int", rest[0]], depth, budget), decode(["int", rest[1]], depth, budget))
         if tag in ("list", "tuple", "set", "frozenset") and len(rest) == 1 and isinstance(rest[0], list):
-            if tag in ("set", "frozenset") and len(rest[0]) > MAX_HASHED:
-                raise Malformed(f"a set of more than {MAX_HASHED} entries")
+            hashed = tag in ("set", "frozenset")
+            if hashed and not _room(budget, len(rest[0])):
+                return Cut(f"a set of {len(rest[0])} entries: more than the host rebuilds")
             items = [decode(x, depth + 1, budget) for x in rest[0]]
-            return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
-        if tag == "dict" and len(rest) == 1 and isinstance(rest[0], list) and len(rest[0]) <= MAX_HASHED:
+            try:
+                return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
+            except TypeError:
+                return Cut("a set whose members cannot be hashed here")
+        if tag == "dict" and len(rest) == 1 and isinstance(rest[0], list):
+            if not _room(budget, len(rest[0])):
+                return Cut(f"a dict of {len(rest[0])} entries: more than the host rebuilds")
             pairs = []
             for pair in rest[0]:
                 if not (isinstance(pair, list) and len(pair) == 2):
                     raise Malformed("a dict entry is not a pair")
                 pairs.append((decode(pair[0], depth + 1, budget), decode(pair[1], depth + 1, budget)))
-            return dict(pairs)
+            try:
+                return dict(pairs)
+            except TypeError:
+                return Cut("a dict whose keys cannot be hashed here")
         if tag == "opaque" and len(rest) == 4 and isinstance(rest[0], str) and isinstance(rest[1], (str, type(None))) \
                 and (rest[2] is None or isinstance(rest[2], str) and re.fullmatch(r"-?[0-9a-f]+", rest[2])) \
                 and (rest[3] is None or isinstance(rest[3], str)):
@@ -242,6 +275,16 @@ def decode(data: Any, depth: int = 0, budget: list[int] | None = None) -> Any:
     except (ValueError, TypeError, OverflowError, InvalidOperation, ZeroDivisionError) as exc:
         raise Malformed(f"a {tag} value that does not decode: {type(exc).__name__}") from exc
     raise Malformed(f"not a sealed value of kind {tag[:40]!r}")
+
+
+def _room(budget: list[int], entries: int) -> bool:
+    """Whether a set or dict of ``entries`` may be rebuilt (``MAX_HASHED`` each, ``HASHED_PER_GROUP`` in all)."""
+    if len(budget) < 2:
+        budget.append(HASHED_PER_GROUP)
+    if entries > MAX_HASHED or entries > budget[1]:
+        return False
+    budget[1] -= entries
+    return True
 
 
 def shown(value: Any, limit: int = 300) -> str:
@@ -265,7 +308,7 @@ def _literal(node: ast.expr) -> bool:
     return True
 
 
-def _decorator_runs_once(node: ast.expr) -> bool:
+def _dotted(node: ast.expr) -> list[str]:
     target = node.func if isinstance(node, ast.Call) else node
     parts = []
     while isinstance(target, ast.Attribute):
@@ -273,7 +316,11 @@ def _decorator_runs_once(node: ast.expr) -> bool:
         target = target.value
     if isinstance(target, ast.Name):
         parts.append(target.id)
-    parts.reverse()
+    return parts[::-1]
+
+
+def _decorator_runs_once(node: ast.expr) -> bool:
+    parts = _dotted(node)
     if "mark" in parts[:-1]:
         return True  # pytest.mark.X, mark.X
     return bool(parts) and parts[-1] in RUN_DECORATORS and (parts[0] in ("mock", "patch", "unittest")
@@ -292,12 +339,24 @@ def _leaves_early(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return False
 
 
-def _sealable(stmt: ast.stmt) -> tuple[ast.expr, ast.expr, str, bool] | None:
-    """(value, literal, op, value is the left operand) of a sealable statement; None otherwise."""
+NO_SECRET = (None, True, False)
+"""Literals not sealed: what a comparison with them expects is known without them (the other bool of a wrong one)."""
+GUESSABLE = (0, 1, -1, "", b"", (), [], {})
+"""Literals sealed but never counted as deciding a test (``Seal.secret``): a forger's first guesses."""
+REFUSALS = ("raises", "assertRaises", "assertRaisesRegex", "warns", "assertWarns", "assertWarnsRegex")
+"""Blocks that say what the code must refuse: a sealed value after one may be the state a refusal leaves, which
+code that refuses only there (reading the test) gets right without the fix (``Seal.secret``)."""
+
+
+def _sealable(stmt: ast.stmt, unittest_ok: bool) -> tuple[ast.expr, ast.expr, str, bool] | None:
+    """(value, literal, op, value is the left operand) of a sealable statement; None otherwise. Only what a value
+    the code under test did not compute cannot meet: ``value == literal`` and ``value in literal`` (``!=``,
+    ``not in`` and order comparisons are met by a NaN or an infinity, so they stay in the process, where a forged
+    pass is the tripwire's to see)."""
     if isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Compare) and len(stmt.test.ops) == 1:
         op = OPS.get(type(stmt.test.ops[0]))
         left, right = stmt.test.left, stmt.test.comparators[0]
-    elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
+    elif unittest_ok and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
             isinstance(stmt.value.func, ast.Attribute) and isinstance(stmt.value.func.value, ast.Name) and \
             stmt.value.func.value.id == "self" and stmt.value.func.attr in UNITTEST:
         call = stmt.value
@@ -308,7 +367,7 @@ def _sealable(stmt: ast.stmt) -> tuple[ast.expr, ast.expr, str, bool] | None:
         left, right = call.args[0], call.args[1]
     else:
         return None
-    if op is None:
+    if op not in ("==", "in"):
         return None
     lit_left, lit_right = _literal(left), _literal(right)
     if lit_left == lit_right:
@@ -316,13 +375,25 @@ def _sealable(stmt: ast.stmt) -> tuple[ast.expr, ast.expr, str, bool] | None:
     literal, value = (right, left) if lit_right else (left, right)
     if (literal.end_col_offset is None) or len(ast.unparse(literal)) > MAX_LITERAL:
         return None
-    if op in ("in", "not in") and not lit_right:
+    if op == "in" and not lit_right:
         return None  # a literal looked for in the value: the value may be a container the host cannot rebuild
-    if op in ("<", "<=", ">", ">="):
-        number = ast.literal_eval(literal)
-        if isinstance(number, bool) or not isinstance(number, (int, float)):
-            return None  # ordered against a string or a tuple: the value's own order may not be the host's
+    expected = ast.literal_eval(literal)
+    if any(expected is x for x in NO_SECRET) or _too_many_to_hash(expected):
+        return None
     return value, literal, op, lit_right
+
+
+def _too_many_to_hash(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (set, frozenset, dict)) and len(v) > MAX_HASHED:
+            return True
+        if isinstance(v, dict):
+            stack += [*v.keys(), *v.values()]
+        elif isinstance(v, (list, tuple, set, frozenset)):
+            stack += list(v)
+    return False
 
 
 def _alone(stmt: ast.stmt, body: list[ast.stmt], lines: list[bytes]) -> bool:
@@ -337,15 +408,73 @@ def _alone(stmt: ast.stmt, body: list[ast.stmt], lines: list[bytes]) -> bool:
     return not first[:stmt.col_offset].strip() and (not after or after.startswith(b"#"))
 
 
-def _function(module: ast.Module, parts: list[str]) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    body: list[ast.stmt] = module.body
-    for name in parts[:-1]:
-        found = [n for n in body if isinstance(n, ast.ClassDef) and n.name == name]
-        if not found:
+TESTCASES = ("TestCase", "IsolatedAsyncioTestCase", "SimpleTestCase", "TransactionTestCase", "LiveServerTestCase")
+"""Base classes whose ``assertEqual`` and ``assertIn`` are the operator's (``unittest``'s; Django's test cases
+keep them)."""
+
+
+class _Classes:
+    """The classes of one file, by name, to resolve a test method as pytest does (through the file's own bases)."""
+
+    def __init__(self, module: ast.Module, elsewhere: set[str]) -> None:
+        self.module = module
+        self.elsewhere = elsewhere
+        self.by_name: dict[str, ast.ClassDef] = {}
+        self.bases_of_some: set[str] = set()
+        for node in ast.walk(module):
+            if isinstance(node, ast.ClassDef):
+                self.by_name[node.name] = node
+                self.bases_of_some |= {p[-1] for p in map(_dotted, node.bases) if p}
+
+    def scope(self, path: list[str]) -> ast.ClassDef | None:
+        body: list[ast.stmt] = self.module.body
+        found = None
+        for name in path:
+            matches = [n for n in body if isinstance(n, ast.ClassDef) and n.name == name]
+            if not matches:
+                return None
+            found = matches[-1]
+            body = found.body
+        return found
+
+    def mro(self, cls: ast.ClassDef) -> tuple[list[ast.ClassDef], bool]:
+        """``cls`` and its bases defined in this file, depth first, and whether that is all of them (False when a
+        base is neither in the file nor a known test case class: what it defines is not known)."""
+        out, stack, complete = [], [cls], True
+        while stack:
+            c = stack.pop(0)
+            if c in out:
+                continue
+            out.append(c)
+            for base in c.bases:
+                parts = _dotted(base)
+                if parts and parts[-1] in self.by_name and len(parts) == 1:
+                    stack.append(self.by_name[parts[-1]])
+                elif not parts or parts[-1] not in TESTCASES + ("object",):
+                    complete = False
+        return out, complete
+
+    def resolve(self, parts: list[str]) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, bool] | None:
+        """The function a node id runs (a module function, or a method found through the file's own bases), and
+        whether its ``self.assert…`` calls are ``unittest``'s own; None when it cannot be told, or when a class of
+        another trusted file subclasses the one that defines it (that file's tests would run it unseen)."""
+        if len(parts) == 1:
+            defs = [n for n in self.module.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and n.name == parts[0]]
+            return (defs[-1], False) if defs else None
+        cls = self.scope(parts[:-1])
+        if cls is None:
             return None
-        body = found[-1].body
-    defs = [n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == parts[-1]]
-    return defs[-1] if defs else None
+        chain, complete = self.mro(cls)
+        for c in chain:  # the first definition found: where an unknown base stands earlier, it may be its
+            defs = [n for n in c.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == parts[-1]]
+            if defs:
+                if c.name in self.elsewhere or (c is not cls and not complete):
+                    return None
+                own_asserts = any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("assert")
+                                  for k in chain for n in k.body)
+                return defs[-1], complete and not own_asserts
+        return None
 
 
 def _blank_comments(text: str) -> str:
@@ -366,10 +495,36 @@ def _blank_comments(text: str) -> str:
     return "".join(lines)
 
 
-def seal_source(text: str, file: str, requested: list[str], seen: bytes | None = None) -> tuple[str, list[Seal]]:
-    """``text`` (a trusted test file) with the sealable assertions of its ``requested`` tests (node ids) rewritten
-    (see the module docstring), and the seals; ``text`` unchanged and no seals when nothing is sealable or the
-    rewriting would not parse. ``seen``: the agent's copy of the file (the repository's), to mark a literal it saw."""
+def _after_refusal(func: ast.FunctionDef | ast.AsyncFunctionDef, stmt: ast.stmt) -> bool:
+    for earlier in func.body[:func.body.index(stmt)]:
+        if isinstance(earlier, ast.Try) or (isinstance(earlier, (ast.With, ast.AsyncWith)) and any(
+                (_dotted(item.context_expr) or [""])[-1] in REFUSALS for item in earlier.items)):
+            return True
+    return False
+
+
+def bases_named(sources: dict[str, bytes]) -> dict[str, set[str]]:
+    """Per trusted Python file, the class names its classes derive from (the last part of each base)."""
+    out: dict[str, set[str]] = {}
+    for path, data in sources.items():
+        if not path.endswith(".py"):
+            continue
+        try:
+            module = parse(data.decode("utf-8"))
+        except (UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        out[path] = {p[-1] for n in ast.walk(module) if isinstance(n, ast.ClassDef) for p in map(_dotted, n.bases) if p}
+    return out
+
+
+def seal_source(text: str, file: str, requested: list[str], seen: bytes | None = None,
+                elsewhere: set[str] = frozenset()) -> tuple[str, list[Seal]]:
+    """``text`` (a trusted test file) with the sealable assertions of the functions its ``requested`` tests (node
+    ids) run rewritten (see the module docstring), and the seals, one per requested node running the function
+    (a subclass's node runs its base's method); ``text`` unchanged and no seals when nothing is sealable or the
+    rewriting would not parse. ``seen``: what the agent saw of it (its copy of the file, the instruction), to mark
+    a literal found there; ``elsewhere``: class names other trusted files derive from (their methods are left
+    whole: a test of another file would run them unseen)."""
     try:
         module = parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -379,22 +534,32 @@ def seal_source(text: str, file: str, requested: list[str], seen: bytes | None =
     starts = [0]
     for line in lines:
         starts.append(starts[-1] + len(line))
+    classes = _Classes(module, set(elsewhere))
+    custom_equality = "addTypeEqualityFunc" in text  # unittest's assertEqual then compares its own way
     edits: list[tuple[int, int, bytes]] = []
-    seals: list[Seal] = []
+    by_function: dict[int, list[Seal]] = {}
     docstrings: list[ast.stmt] = []
+    nodes_of: dict[int, list[str]] = {}
     for node in dict.fromkeys(n.partition("[")[0] for n in requested):
         parts = node.split("::")[1:]
-        func = _function(module, parts) if parts else None
-        if func is None or _leaves_early(func) or not all(_decorator_runs_once(d) for d in func.decorator_list):
+        found = classes.resolve(parts) if parts else None
+        if found is None:
             continue
+        func, unittest_ok = found
+        if _leaves_early(func) or not all(_decorator_runs_once(d) for d in func.decorator_list):
+            continue
+        nodes_of.setdefault(id(func), []).append(node)
+        if id(func) in by_function:
+            continue
+        by_function[id(func)] = []
         first = func.body[0]
         if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
             docstrings.append(first)  # a docstring can say what a test expects
         for stmt in func.body:
-            found = _sealable(stmt)
-            if found is None or not _alone(stmt, func.body, lines):
+            sealable = _sealable(stmt, unittest_ok and not custom_equality)
+            if sealable is None or not _alone(stmt, func.body, lines):
                 continue
-            value, literal, op, value_left = found
+            value, literal, op, value_left = sealable
             begin = starts[stmt.lineno - 1] + stmt.col_offset
             end = starts[(stmt.end_lineno or stmt.lineno) - 1] + (stmt.end_col_offset or 0)
             value_src = raw[starts[value.lineno - 1] + value.col_offset:
@@ -404,17 +569,15 @@ def seal_source(text: str, file: str, requested: list[str], seen: bytes | None =
             # the value in parentheses (a walrus or a multi-line value stays one argument); the statement's line
             # breaks inside the call's parentheses, so the file keeps its line numbers
             call = CALL.encode() + b"((" + value_src + b")," + b"\n" * newlines + f' "{slot}")'.encode()
-            edits.append((begin, end, call))
             expected = raw[starts[literal.lineno - 1] + literal.col_offset:
                            starts[(literal.end_lineno or literal.lineno) - 1] + (literal.end_col_offset or 0)]
-            statement = raw[begin:end].decode("utf-8", "replace")
-            seal = Seal(slot, node, op, expected.decode("utf-8"), value_left, statement,
-                        seen is not None and expected in seen)
+            seal = Seal(slot, "", op, expected.decode("utf-8"), value_left, raw[begin:end].decode("utf-8", "replace"),
+                        seen is not None and expected in seen, secret=not _after_refusal(func, stmt))
             if not literal_ok(seal):
-                edits.pop()
                 continue
-            seals.append(seal)
-    if not seals:
+            edits.append((begin, end, call))
+            by_function[id(func)].append(seal)
+    if not any(by_function.values()):
         return text, []
     for doc in docstrings:  # the same lines, no text
         begin = starts[doc.lineno - 1] + doc.col_offset
@@ -431,20 +594,25 @@ def seal_source(text: str, file: str, requested: list[str], seen: bytes | None =
         return text, []
     if result.count("\n") != text.count("\n"):
         return text, []
-    return result, [dataclasses.replace(s, visible=True) if not s.visible and _still_written(s, result) else s
-                    for s in seals]
+    seals = []
+    for key, found in by_function.items():
+        for seal in found:
+            visible = seal.visible or _still_written(seal, result, seen)
+            seals += [dataclasses.replace(seal, test=node, visible=visible) for node in nodes_of[key]]
+    return result, seals
 
 
-def _still_written(seal: Seal, text: str) -> bool:
-    """Whether a sealed literal can still be read in the sealed file (written elsewhere: another test's input, a
-    helper, a parametrize list): then it is no secret. A string is looked for by its value (at least 4
-    characters: shorter ones are found anywhere), anything else by its text."""
+def _still_written(seal: Seal, text: str, seen: bytes | None = None) -> bool:
+    """Whether a sealed literal can still be read in the sealed file or what the agent saw (written elsewhere:
+    another test's input, a helper, the instruction): then it is no secret. A string is looked for by its value
+    (at least 4 characters: shorter ones are found anywhere), anything else by its text as a whole token."""
     value = seal.literal()
+    where = text + "\n" + (seen or b"").decode("utf-8", "replace")
     if isinstance(value, (str, bytes)):
         found = value if isinstance(value, str) else value.decode("latin-1")
-        return len(found) >= 4 and found in text
+        return len(found) >= 4 and found in where
     written = re.escape(" ".join(seal.expected.split()))
-    return re.search(rf"(?<![\w.]){written}(?![\w.])", " ".join(text.split())) is not None
+    return re.search(rf"(?<![\w.]){written}(?![\w.])", " ".join(where.split())) is not None
 
 
 def literal_ok(seal: Seal) -> bool:

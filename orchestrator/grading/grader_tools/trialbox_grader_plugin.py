@@ -10,6 +10,7 @@ compares it with. Everything here runs beside the code under test: nothing in it
 """
 
 import base64
+import collections.abc as _abc
 
 import pytest
 
@@ -22,7 +23,7 @@ MAX_DEPTH = 64
 MAX_ITEMS = 100000
 MAX_BYTES = 2 << 20
 """What one session sends of sealed values, in all (past it, a value is sent as cut)."""
-MAX_HASHED = 10000
+MAX_HASHED = 500
 """Entries of a set or dict sent (the host rebuilds no more)."""
 MAX_RECORDS = 1000
 """Sealed values kept per test case."""
@@ -103,11 +104,18 @@ def _encode(value, depth, budget):
         if budget[1] < 0:
             raise _Cut("larger than %d bytes" % MAX_BYTES)
         return ["str", str.__str__(value)]
+    if isinstance(value, memoryview) and value.ndim == 1 and value.format in ("B", "b", "c"):
+        value = value.tobytes()  # compares equal to the bytes it holds
     if isinstance(value, (bytes, bytearray)):
         budget[1] -= len(value) * 4 // 3
         if budget[1] < 0:
             raise _Cut("larger than %d bytes" % MAX_BYTES)
         return ["bytearray" if isinstance(value, bytearray) else "bytes", base64.b64encode(bytes(value)).decode()]
+    if not isinstance(value, (list, tuple, set, frozenset, dict)):
+        if isinstance(value, _abc.Mapping):  # a mappingproxy, a ChainMap: equal to the dict of their items
+            value = dict(value.items())
+        elif isinstance(value, _abc.Set):  # dict.keys(), dict.items(): equal to the set of their members
+            value = frozenset(value)
     for kind, tag in ((list, "list"), (tuple, "tuple"), (frozenset, "frozenset"), (set, "set")):
         if isinstance(value, kind):
             if tag in ("set", "frozenset") and len(value) > MAX_HASHED:
