@@ -185,8 +185,8 @@ def sealing(task: Task, runs: list[TestRun]) -> dict:
     # is one the code computes already: a forger replays it
     known = {lit for r in runs for s in r.sealed.values() for lit in s.get("held_literals", [])}
     decided = [n for n in f2p if runs and all(
-        any(m.get("deciding") and m.get("expected") not in known for m in r.sealed.get(n, {}).get("mismatched", []))
-        or any(m.get("deciding") and m.get("expected") not in known for m in r.sealed.get(n, {}).get("raised", []))
+        any(m.get("deciding") and m.get("literal") not in known for m in r.sealed.get(n, {}).get("mismatched", []))
+        or any(m.get("deciding") and m.get("literal") not in known for m in r.sealed.get(n, {}).get("raised", []))
         for r in runs)]
     def unreached(s: dict) -> bool:  # a sealed assertion that neither sent a value nor raised
         return s.get("held", 0) + len(s.get("mismatched", [])) + len(s.get("raised", [])) < s.get("sealed", 0)

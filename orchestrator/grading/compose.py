@@ -24,7 +24,7 @@ from ..textsafe import path_bytes
 from .tree import Tree, resolve
 from .trusted import config_copy, trusted_tests
 from ..pyparse import parse
-from .seal import Seal, bases_named, located, seal_source
+from .seal import Corpus, Seal, bases_named, located, seal_source
 
 
 MAX_GRADER_PATH = 3800
@@ -472,6 +472,10 @@ def _sealed(trusted: dict[str, bytes], files: list[str], nodes: list[str],
             out[file] = sealed.encode("utf-8")
             for seal in found:
                 seals.setdefault(seal.test, []).append(seal)
+    if seals:  # a literal written in any file the container holds, or the agent saw, is no secret
+        corpus = Corpus([*out.values(), *(original.files.values() if original is not None else []), instruction])
+        seals = {test: [dataclasses.replace(x, visible=x.visible or corpus.holds(x)) for x in found]
+                 for test, found in seals.items()}
     return out, seals
 
 

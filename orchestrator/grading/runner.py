@@ -494,6 +494,11 @@ def _document(res) -> dict:
         raise ValueError("malformed collection errors in the results document")
     if type(data.get("exit_code")) is not int or not isinstance(data.get("junit"), (str, type(None))):
         raise ValueError("malformed exit code or JUnit report in the results document")
+    if data["junit"] is not None and re.search(r"<!(DOCTYPE|ENTITY)", data["junit"], re.I):
+        raise ValueError("the JUnit report declares a document type or entities (pytest writes none): forged")
+    keys = len(outcomes) + len(data.get("seals") or {}) + len(data.get("raised_at") or {})
+    if keys > MAX_RESULT_KEYS:
+        raise ValueError(f"the results document names {keys} test cases, more than any group runs: forged")
     seals, raised = data.get("seals", {}), data.get("raised_at", {})
     if not (isinstance(seals, dict) and all(isinstance(k, str) and isinstance(v, list) and all(
             isinstance(r, list) and len(r) == 2 and isinstance(r[0], str) for r in v) for k, v in seals.items())):
@@ -506,6 +511,9 @@ def _document(res) -> dict:
 
 
 FOREIGN = "(under a name it does not run under) "
+MAX_RESULT_KEYS = 50_000
+"""Test cases one group's results document may name (its outcomes, sealed values and failure lines together): more
+than any test file's group runs; the host's checks cost time per name."""
 
 
 def _owns(key: str, group: list[str], wire: Tripwire | None, key_of=lambda n: n) -> bool:
@@ -663,9 +671,11 @@ def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limi
         run.oom = run.oom or res.oom_killed
         log = res.stderr.decode(errors="replace")
         shown = _without_tripwire(log, wire) if wire is not None else log
-        for old, new in comp.names.items():  # the log speaks of the tests by their own names
-            if old.split("::", 1)[0] == file:
-                shown = re.sub(rf"(?<!\w){re.escape(new.split('::')[-1])}(?!\w)", old.split("::")[-1], shown)
+        own_names = {new.split("::")[-1]: old.split("::")[-1] for old, new in comp.names.items()
+                     if old.split("::", 1)[0] == file}
+        if own_names:  # the log speaks of the tests by their own names (one pass, whatever the log's size)
+            pattern = "|".join(re.escape(n) for n in sorted(own_names, key=len, reverse=True))
+            shown = re.sub(rf"(?<!\w)({pattern})(?!\w)", lambda m: own_names[m.group(1)], shown)
         logs.append(f"== {file} (exit {res.exit_code}; trialbox's tripwire test of this group left out) ==\n" + shown)
         if res.timed_out:
             run.timed_out = True
@@ -822,7 +832,8 @@ def _apply_seals(run: TestRun, nodes: list[str], outcomes: dict[str, str], recor
             passed = outcomes.get(item) == "passed"
             sent = records.get(item, [])
             line = (raised_at or {}).get(item)
-            raised += [{"assertion": seal.statement, "expected": seal.expected, "case": item, "deciding": seal.deciding}
+            raised += [{"assertion": seal.statement, "expected": seal.expected, "case": item, "deciding": seal.deciding,
+                        "literal": seal.canonical}
                        for seal in mine if line is not None and seal.lines[0] <= line <= seal.lines[1]
                        and not any(slot == seal.slot for slot, _ in sent)][:MAX_SEAL_EVIDENCE]
             if len(sent) > MAX_SEALED_VALUES:  # more than the plugin sends: the rest is not read
@@ -850,12 +861,12 @@ def _apply_seals(run: TestRun, nodes: list[str], outcomes: dict[str, str], recor
                     continue
                 if seal.holds(value):
                     held += 1
-                    held_literals.add(seal.expected)
+                    held_literals.add(seal.canonical)
                     continue
                 failed = failed or passed
                 if len(mismatched) < MAX_SEAL_EVIDENCE:
                     mismatched.append({"assertion": seal.statement, "expected": seal.expected, "got": shown(value),
-                                       "case": item, "deciding": seal.deciding})
+                                       "case": item, "deciding": seal.deciding, "literal": seal.canonical})
         run.sealed[node] = {"sealed": len(mine), "held": held, "mismatched": mismatched, "missing": missing[:10],
                             "raised": raised[:MAX_SEAL_EVIDENCE], "held_literals": sorted(held_literals)[:50]}
         if failed and run.outcomes.get(node) == "passed":

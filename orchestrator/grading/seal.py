@@ -99,6 +99,14 @@ class Seal:
     ``pytest.raises``, a ``try``), after which the expected value is often the state a refusal leaves."""
 
     @property
+    def canonical(self) -> str:
+        """The literal's value written one way (``'a'`` and ``"a"`` alike), to tell the same literal wherever it is."""
+        try:
+            return repr(self.literal())
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return self.expected
+
+    @property
     def deciding(self) -> bool:
         """Whether a mismatch here on the untouched repository counts as deciding its test (``tasks check``): a
         secret literal, not seen by the agent, and not one of a forger's first guesses (``GUESSABLE``)."""
@@ -106,7 +114,10 @@ class Seal:
             value = self.literal()
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return False
-        guessable = any(type(value) is type(g) and value == g for g in GUESSABLE)
+        try:
+            guessable = any(value == g for g in GUESSABLE)
+        except Exception:  # noqa: BLE001 - a literal is plain data; a comparison that raises tells nothing
+            guessable = True
         return self.secret and not self.visible and not guessable
 
     def literal(self) -> Any:
@@ -131,10 +142,11 @@ class Seal:
 
 @dataclass(frozen=True, eq=False)
 class Opaque:
-    """A value of a type the host does not rebuild: compared with a literal by what it says of itself. Equal to an
-    int literal when its ``__index__`` is that int, to a float literal when its ``__float__`` is that float, else to
-    a literal whose ``repr`` is its own; ordered by its ``__index__`` or ``__float__`` against a number; never
-    equal to anything else."""
+    """A value of a type the host does not rebuild, or one that decides its own equality otherwise than its plain
+    form: equal to a number literal when its ``__index__`` or ``__float__`` is that number *and its own ``__eq__``
+    said, in the test process, that it equals that projection* (the plugin sends the projection only then: a class
+    whose broken ``__eq__`` a test checks is not passed by its ``__float__``), else to a literal whose ``repr`` is
+    its own (a ``sympy`` integer ``4`` has ``4``'s); never to anything else."""
 
     type: str
     repr: str | None
@@ -177,12 +189,11 @@ class Opaque:
     def __ge__(self, other: Any) -> bool:
         return self._order(other, operator.ge)
 
-    def __hash__(self) -> int:  # as the int or float it equals, else by its repr (set members, dict keys)
-        if self.index is not None:
-            return hash(self.index)
-        if self.number is not None:
-            return hash(self.number)
-        return hash((self.type, self.repr))
+    def __hash__(self) -> int:  # as the literal whose repr it has (set members, dict keys)
+        try:
+            return hash(ast.literal_eval(self.repr)) if self.repr is not None and len(self.repr) < 4096 else 0
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return hash((self.type, self.repr))
 
     def __str__(self) -> str:
         return f"<{self.type}> {self.repr if self.repr is not None else '(no repr)'}"
@@ -341,9 +352,11 @@ def _leaves_early(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 NO_SECRET = (None, True, False)
 """Literals not sealed: what a comparison with them expects is known without them (the other bool of a wrong one)."""
-GUESSABLE = (0, 1, -1, "", b"", (), [], {})
-"""Literals sealed but never counted as deciding a test (``Seal.secret``): a forger's first guesses."""
-REFUSALS = ("raises", "assertRaises", "assertRaisesRegex", "warns", "assertWarns", "assertWarnsRegex")
+GUESSABLE = (0, 1, -1, "", b"", (), [], {}, set(), frozenset(), 0.5, 2)
+"""Values sealed but never counted as deciding a test (``Seal.deciding``): a forger's first guesses, compared by
+Python's equality (``0.0`` is ``0``)."""
+REFUSALS = ("raises", "assertRaises", "assertRaisesRegex", "assertRaisesRegexp", "warns", "assertWarns",
+            "assertWarnsRegex", "suppress", "assertLogs", "deprecated_call")
 """Blocks that say what the code must refuse: a sealed value after one may be the state a refusal leaves, which
 code that refuses only there (reading the test) gets right without the fix (``Seal.secret``)."""
 
@@ -378,6 +391,8 @@ def _sealable(stmt: ast.stmt, unittest_ok: bool) -> tuple[ast.expr, ast.expr, st
     if op == "in" and not lit_right:
         return None  # a literal looked for in the value: the value may be a container the host cannot rebuild
     expected = ast.literal_eval(literal)
+    if op == "in" and isinstance(expected, (str, bytes)):
+        return None  # a substring test: the empty string meets it
     if any(expected is x for x in NO_SECRET) or _too_many_to_hash(expected):
         return None
     return value, literal, op, lit_right
@@ -413,6 +428,10 @@ TESTCASES = ("TestCase", "IsolatedAsyncioTestCase", "SimpleTestCase", "Transacti
 keep them)."""
 
 
+TESTCASE_MODULES = ("unittest", "django.test")
+"""Where a ``TestCase`` base must come from for its ``assertEqual`` to be the operator's."""
+
+
 class _Classes:
     """The classes of one file, by name, to resolve a test method as pytest does (through the file's own bases)."""
 
@@ -425,6 +444,19 @@ class _Classes:
             if isinstance(node, ast.ClassDef):
                 self.by_name[node.name] = node
                 self.bases_of_some |= {p[-1] for p in map(_dotted, node.bases) if p}
+        # the names the file binds to unittest's or Django's test cases, and the modules it imports whole
+        self.testcase_names: set[str] = set()
+        self.testcase_modules: set[str] = set()
+        for node in module.body:
+            if isinstance(node, ast.ImportFrom) and node.module in TESTCASE_MODULES:
+                self.testcase_names |= {a.asname or a.name for a in node.names if a.name in TESTCASES}
+            elif isinstance(node, ast.Import):
+                self.testcase_modules |= {a.asname or a.name for a in node.names if a.name in TESTCASE_MODULES}
+
+    def _testcase(self, parts: list[str]) -> bool:
+        if len(parts) == 1:
+            return parts[0] in self.testcase_names
+        return parts[-1] in TESTCASES and ".".join(parts[:-1]) in self.testcase_modules
 
     def scope(self, path: list[str]) -> ast.ClassDef | None:
         body: list[ast.stmt] = self.module.body
@@ -450,7 +482,7 @@ class _Classes:
                 parts = _dotted(base)
                 if parts and parts[-1] in self.by_name and len(parts) == 1:
                     stack.append(self.by_name[parts[-1]])
-                elif not parts or parts[-1] not in TESTCASES + ("object",):
+                elif not parts or not (self._testcase(parts) or parts == ["object"]):
                     complete = False
         return out, complete
 
@@ -496,10 +528,15 @@ def _blank_comments(text: str) -> str:
 
 
 def _after_refusal(func: ast.FunctionDef | ast.AsyncFunctionDef, stmt: ast.stmt) -> bool:
+    """Whether anything before ``stmt`` in its test says what the code must refuse or may let pass: a ``try``, or a
+    call of ``REFUSALS`` (as a ``with`` or called, at any depth: ``pytest.raises(E, f)``, ``contextlib.suppress``,
+    a ``raises`` nested in another ``with``). After one, code that reads the test can refuse just there."""
     for earlier in func.body[:func.body.index(stmt)]:
-        if isinstance(earlier, ast.Try) or (isinstance(earlier, (ast.With, ast.AsyncWith)) and any(
-                (_dotted(item.context_expr) or [""])[-1] in REFUSALS for item in earlier.items)):
-            return True
+        for node in ast.walk(earlier):
+            if isinstance(node, ast.Try) or (hasattr(ast, "TryStar") and isinstance(node, ast.TryStar)):
+                return True
+            if isinstance(node, ast.Call) and (_dotted(node) or [""])[-1] in REFUSALS:
+                return True
     return False
 
 
@@ -600,6 +637,34 @@ def seal_source(text: str, file: str, requested: list[str], seen: bytes | None =
             visible = seal.visible or _still_written(seal, result, seen)
             seals += [dataclasses.replace(seal, test=node, visible=visible) for node in nodes_of[key]]
     return result, seals
+
+
+class Corpus:
+    """Text a sealed literal must not be found in to count as a secret: every file the grader's container holds
+    (the sealed files as sealed, every other trusted file, the repository's files) and what the agent saw (the
+    instruction). Read up to ``LIMIT`` bytes, files of at most ``FILE_LIMIT``; past that, nothing counts as secret
+    (``holds`` says True: a claim of secrecy needs the whole search). Binary files (a NUL in their first 8 KiB) are
+    not searched."""
+
+    LIMIT = 64 << 20
+    FILE_LIMIT = 8 << 20
+
+    def __init__(self, blobs: list[bytes]) -> None:
+        blobs = [b for b in blobs if b"\0" not in b[:8192]]  # binary files: no literal of a test is read from them
+        total = sum(len(b) for b in blobs)
+        self.complete = total <= self.LIMIT and all(len(b) <= self.FILE_LIMIT for b in blobs)
+        self.text = "\n".join(b.decode("utf-8", "replace") for b in blobs) if self.complete else ""
+        self.words = " ".join(self.text.split()) if self.complete else ""
+
+    def holds(self, seal: Seal) -> bool:
+        if not self.complete:
+            return True
+        value = seal.literal()
+        if isinstance(value, (str, bytes)):
+            found = value if isinstance(value, str) else value.decode("latin-1")
+            return len(found) < 4 or found in self.text
+        written = re.escape(" ".join(seal.expected.split()))
+        return re.search(rf"(?<![\w.]){written}(?![\w.])", self.words) is not None
 
 
 def _still_written(seal: Seal, text: str, seen: bytes | None = None) -> bool:

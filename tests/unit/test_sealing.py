@@ -438,3 +438,94 @@ def test_what_counts_as_deciding(src, deciding):
 def test_a_literal_in_the_instruction_is_seen():
     src = "def test_a():\n    assert wrap('a verylongword b', 5) == ['a', 'veryl', 'ongwo', 'rd b']\n"
     assert _seal(src, "test_a", seen=b"For example wrap('a verylongword b', 5) gives ['a', 'veryl', 'ongwo', 'rd b'].")[1][0].visible
+
+
+# ---- after the eighth review
+
+def test_a_value_that_decides_its_own_equality_is_compared_as_its_own_eq_allows():
+    class Ratio:
+        def __init__(self, a, b, broken=False):
+            self.a, self.b, self.broken = a, b, broken
+
+        def __float__(self):
+            return self.a / self.b
+
+        def __eq__(self, other):  # the test checks this very method: broken, it refuses numbers
+            if isinstance(other, Ratio):
+                return (self.a, self.b) == (other.a, other.b)
+            return not self.broken and float(self) == other
+
+        def __repr__(self):
+            return f"Ratio({self.a}, {self.b})"
+
+    class Headers(dict):
+        def __init__(self, items, broken=False):
+            super().__init__(items)
+            self.broken = broken
+
+        def __eq__(self, other):
+            return not self.broken and {k.lower(): v for k, v in self.items()} == \
+                {k.lower(): v for k, v in dict(other).items()}
+
+    quarter = Seal("s", "t", "==", "0.25", True, "")
+    assert quarter.holds(decode(_sent(Ratio(1, 4))))  # its own __eq__ agrees with its number: compared so
+    broken = decode(_sent(Ratio(1, 4, broken=True)))
+    assert isinstance(broken, Opaque) and not quarter.holds(broken)  # a broken __eq__ is not passed by its number
+    assert decode(_sent(Headers({"A": 1}))) == {"A": 1}  # agrees with its plain form: sent so
+    assert isinstance(decode(_sent(Headers({"A": 1}, broken=True))), Opaque)
+    from collections import Counter, OrderedDict
+    assert decode(_sent(OrderedDict(a=1))) == {"a": 1} and decode(_sent(Counter("aa"))) == {"a": 2}
+
+
+@pytest.mark.parametrize("body,deciding", [
+    ("    assert net() == 0.0\n", False),                                    # a first guess, by value
+    ("    assert tags() == set()\n", False),
+    ("    pytest.raises(ValueError, pay, 61)\n    assert bal() == 439\n", False),   # the call form
+    ("    with caplog.at_level(1):\n        with pytest.raises(E):\n            pay()\n    assert bal() == 439\n", False),
+    ("    with contextlib.suppress(E):\n        pay()\n    assert bal() == 439\n", False),
+    ("    assert bal() == 439\n", True),
+])
+def test_first_guesses_and_refusals_anywhere_before_do_not_decide(body, deciding):
+    assert [s.deciding for s in _seal("def test_a():\n" + body, "test_a")[1]] == [deciding]
+
+
+def test_a_substring_test_is_not_sealed():
+    src = 'def test_a():\n    assert initial("kiwi") in "abcdefghijklmnopqrstuvwxyz"\n'
+    assert _seal(src, "test_a") == (src, [])
+
+
+def test_a_testcase_base_from_elsewhere_is_no_unittest_testcase():
+    src = ("from tests.support import TestCase\n\n\nclass T(TestCase):\n    def test_a(self):\n"
+           "        self.assertEqual(mean([0.1, 0.2]), 0.15)\n")
+    assert _seal(src, "T::test_a") == (src, [])
+    ok = src.replace("from tests.support import TestCase", "from unittest import TestCase")
+    assert len(_seal(ok, "T::test_a")[1]) == 1
+
+
+def test_a_literal_any_file_of_the_container_holds_is_no_secret():
+    from orchestrator.grading.seal import Corpus
+
+    seal = _seal("def test_a():\n    assert digest('Kiwi') == 436\n", "test_a")[1][0]
+    assert not Corpus([b"def test_b():\n    assert other() == 4360\n"]).holds(seal)
+    assert Corpus([b"def test_slow():\n    assert digest('Kiwi') == 436\n"]).holds(seal)
+    assert Corpus([b"x" * (9 << 20)]).holds(seal)  # a search that could not be whole claims nothing
+
+
+def test_the_same_literal_written_two_ways_is_one_literal():
+    a = _seal("def test_a():\n    assert f() == 'kiwi-pie'\n", "test_a")[1][0]
+    b = _seal('def test_a():\n    assert f() == "kiwi-pie"\n', "test_a")[1][0]
+    assert a.canonical == b.canonical
+
+
+def test_a_results_document_with_entities_or_too_many_names_is_refused():
+    import types
+
+    def res(doc):
+        text = json.dumps(doc)
+        return types.SimpleNamespace(stdout=text.encode(), stdout_size=len(text))
+
+    base = {"outcomes": {}, "collect_errors": [], "exit_code": 0, "seals": {}}
+    with pytest.raises(ValueError, match="entities"):
+        R._document(res({**base, "junit": '<!DOCTYPE x [<!ENTITY a "b">]><testsuites/>'}))
+    with pytest.raises(ValueError, match="more than any group runs"):
+        R._document(res({**base, "junit": None, "seals": {f"t.py::x[{i}]": [] for i in range(R.MAX_RESULT_KEYS + 1)}}))

@@ -10,6 +10,7 @@ compares it with. Everything here runs beside the code under test: nothing in it
 """
 
 import base64
+import collections as _collections
 import collections.abc as _abc
 
 import pytest
@@ -87,6 +88,11 @@ def _encode(value, depth, budget):
         raise _Cut("more than %d items" % MAX_ITEMS)
     if value is None:
         return ["none"]
+    if _own_equality(value):  # it decides its own equality: sent plain only where that equality agrees
+        plain = _plain(value)
+        if plain is not None and _agrees(value, plain):
+            return _encode(plain, depth + 1, budget)
+        return _opaque(value)
     if isinstance(value, bool):
         return ["bool", bool(value)]
     if isinstance(value, int):
@@ -141,6 +147,54 @@ def _encode(value, depth, budget):
     return _opaque(value)
 
 
+_BUILTINS = (bool, int, float, complex, str, bytes, bytearray, list, tuple, frozenset, set, dict)
+_VIEWS = (type({}.keys()), type({}.items()), type(type.__dict__), _collections.OrderedDict, _collections.Counter)
+"""Types equal to a plain literal as their builtin or abstract type is (an ``OrderedDict`` or ``Counter`` compares
+with a plain dict as a dict does)."""
+
+
+def _own_equality(value):
+    """Whether the value's class decides equality otherwise than the builtin or abstract type it is sent as (a
+    ``str`` subclass with its own ``__eq__``, a case-insensitive mapping, a class whose ``__eq__`` the test checks):
+    the host, which compares plain values, would judge it by another rule."""
+    kind = type(value)
+    if kind in _BUILTINS or kind in _VIEWS:
+        return False
+    for base in _BUILTINS:
+        if isinstance(value, base):
+            return getattr(kind, "__eq__", None) is not base.__eq__
+    if isinstance(value, _abc.Mapping):
+        return getattr(kind, "__eq__", None) is not _abc.Mapping.__eq__
+    if isinstance(value, _abc.Set):
+        return getattr(kind, "__eq__", None) is not _abc.Set.__eq__
+    return False
+
+
+def _plain(value):
+    """The builtin or abstract form a value of a class with its own equality would be sent as (None: none)."""
+    try:
+        for base in _BUILTINS:
+            if isinstance(value, base):
+                return base.__str__(value) if base is str else base(value)
+        if isinstance(value, _abc.Mapping):
+            return dict(value.items())
+        if isinstance(value, _abc.Set):
+            return frozenset(value)
+    except Exception:  # noqa: BLE001 - a value whose copy raises is sent as what it is
+        return None
+    return None
+
+
+def _agrees(value, other):
+    """Whether the value's own ``__eq__`` says it equals ``other`` (its plain form, its number): only then may the
+    host compare that form instead. A class whose ``__eq__`` a test checks, broken, says no, and is judged by its
+    ``repr``."""
+    try:
+        return (value == other) is True
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def _opaque(value):
     kind = type(value)
     name = "%s.%s" % (getattr(kind, "__module__", "?"), getattr(kind, "__qualname__", kind.__name__))
@@ -151,12 +205,14 @@ def _opaque(value):
     index = number = None
     if hasattr(kind, "__index__"):
         try:
-            index = format(int(kind.__index__(value)), "x")
+            whole = int(kind.__index__(value))
+            index = format(whole, "x") if _agrees(value, whole) else None
         except Exception:  # noqa: BLE001
             index = None
     if hasattr(kind, "__float__"):
         try:
-            number = float(kind.__float__(value)).hex()
+            real = float(kind.__float__(value))
+            number = real.hex() if _agrees(value, real) else None
         except Exception:  # noqa: BLE001
             number = None
     return ["opaque", name[:300], text if text is None or len(text) <= 4096 else None, index, number]
