@@ -245,8 +245,10 @@ class AnalysisConfig(Model):
     """Metric at ``k[0]`` the adoption rule uses."""
     exclusions: list[str] = []
     """Outcome kinds left out of the primary denominator."""
-    cluster_by: Literal["task", "cluster"] = "task"
-    """Resampling unit for intervals."""
+    cluster_by: Literal["task", "cluster"] = "cluster"
+    """The unit intervals treat as independent: ``cluster`` (the default), each task's declared ``cluster``, its
+    repository where it names none (a task whose repository is its own folder is its own cluster); ``task``, each
+    task on its own (too narrow where tasks of one repository share its difficulty)."""
     min_effect: float | None = None
     """Smallest difference worth detecting (sample-size hint)."""
     adoption: AdoptionConfig | None = None

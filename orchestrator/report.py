@@ -25,6 +25,7 @@ from .stats import (few_clusters_warning, interval_note, mean_interval, paired_d
 from .pertask import per_task_counts, per_task_values, rate_per_task, task_metric
 from .placement import nodes_section, saturation
 from .result import TrialResult
+from .shapecoverage import measured_at_shape, outside_band
 from .stageclock import STAGES
 from .store import RunPaths, Store
 
@@ -187,7 +188,7 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
                 "finished_at": max((r.finished_at or "" for r in rows), default=None)},
         "confidence": m.analysis.confidence, "primary_metric": f"{m.analysis.primary_metric}@{m.analysis.k[0]}",
         "warnings": [w for w in [few_clusters_warning(list({cluster_of[t] for t in cluster_of}))] if w],
-        "intervals": interval_note(len({cluster_of[t] for t in cluster_of})),
+        "intervals": _intervals(rows, m, cluster_of),
         "saturation": saturation(rows),
         "nodes": nodes_section(rows, [c.name for c in m.candidates], m.execution.max_cost_usd),
         "candidates": {name: {"agent": _agent_identity(next(c for c in m.candidates if c.name == name)),
@@ -195,12 +196,35 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
         "costs": _costs_section(lock, m),
         "comparisons": [], "trials": [_trial(r, m, costs[r.id]) for r in rows]}
     report["warnings"] += _node_warnings(report["nodes"])
+    if report["intervals"].get("coverage_outside_93_97"):
+        report["warnings"].append("at this run's shape the 95% intervals were measured outside 93-97% coverage: "
+                                  + ", ".join(report["intervals"]["coverage_outside_93_97"])
+                                  + " (simulated; see intervals.coverage_at_this_shape)")
     _compare(report, by_cand, m, cluster_of)
     report["ablations"] = [ablation(c, m.baseline, by_cand, m, cluster_of) for c in m.candidates if c.ablation_of]
     report["warnings"] += _cost_warnings(report, m, repriced)
     report["warnings"] = integrity_warnings(report) + report["warnings"]  # first: they question every figure
     report["adoption"] = adoption(report, by_cand, m, cluster_of) if rows else {"decision": "NONE", "reasons": ["no trial"]}
     return report
+
+
+def _intervals(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str]) -> dict[str, Any]:
+    """``stats.interval_note`` for the run's clusters, what they are (``analysis.cluster_by``), and the coverage its
+    intervals reach at the run's own shape (``shapecoverage``): its cluster sizes over the tasks that ran, its
+    median trials per task, its acceptance rate."""
+    ran = sorted({r.task for r in rows} & set(cluster_of)) or sorted(cluster_of)
+    labels = [cluster_of[t] for t in ran]
+    note = interval_note(len(set(labels)), labels)
+    note["cluster_by"] = ("each task's declared cluster (its repository where it names none)"
+                          if m.analysis.cluster_by == "cluster" else "each task on its own")
+    per = _count((r.task, r.candidate) for r in rows)
+    trials = sorted(per.values())[len(per) // 2] if per else m.execution.trials_per_task
+    rate = sum(r.verdict.accepted for r in rows) / len(rows) if rows else 0.5
+    sizes = tuple(_count(labels).values())
+    measured = measured_at_shape(sizes, trials, rate, m.analysis.confidence) if len(sizes) > 1 else None
+    note["coverage_at_this_shape"] = measured
+    note["coverage_outside_93_97"] = outside_band(measured)
+    return note
 
 
 def _stopped(paths: RunPaths) -> dict[str, Any] | None:

@@ -47,6 +47,37 @@ class Model:
     effect: float = 0.5
     cost_mu: float = -3.0
     ablated_effect: float = 0.25
+    shape: str = "uniform"
+    """Cluster sizes: ``uniform`` (drawn from ``sizes``), ``dominant`` (one cluster holds 45% of the tasks, the rest
+    drawn from ``sizes``), ``zipf`` (the g-th largest proportional to 1/g, 7 tasks per cluster on average), or
+    ``fixed`` (exactly ``fixed_sizes``: a run's own)."""
+    fixed_sizes: tuple[int, ...] = ()
+
+
+def cluster_sizes(model: Model, rng: np.random.Generator) -> np.ndarray:
+    """One experiment's cluster sizes under ``model.shape``."""
+    if model.shape == "fixed":
+        return np.asarray(model.fixed_sizes, dtype=int)
+    if model.shape == "dominant":
+        others = rng.integers(model.sizes[0], model.sizes[1] + 1, size=model.clusters - 1)
+        return np.concatenate([[int(round(0.45 / 0.55 * others.sum()))], others])
+    if model.shape == "zipf":
+        raw = 1.0 / np.arange(1, model.clusters + 1)
+        return np.maximum(1, np.round(raw / raw.sum() * 7 * model.clusters)).astype(int)
+    return rng.integers(model.sizes[0], model.sizes[1] + 1, size=model.clusters)
+
+
+def mu_for_rate(rate: float, model: Model) -> float:
+    """The logit location whose expected per-task pass@1 is ``rate`` (clamped to 0.02-0.98)."""
+    rate = min(max(rate, 0.02), 0.98)
+    lo, hi = -12.0, 12.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if truth(Model(model.clusters, mid, model.cluster_sd, model.task_sd), "pass@1") < rate:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
 
 
 def _expected(fn, sd: float, points: int = 4001) -> float:
@@ -82,8 +113,8 @@ def experiment(model: Model, rng: np.random.Generator, k: int = 1, ablation: boo
                ) -> dict[str, tuple[list[float], ...]]:
     """One simulated experiment: per-task values and clusters for each estimator (``share`` only with
     ``ablation``: its third candidate's draws come last, so the other estimators' streams do not change)."""
-    sizes = rng.integers(model.sizes[0], model.sizes[1] + 1, size=model.clusters)
-    cluster = np.repeat(np.arange(model.clusters), sizes)
+    sizes = cluster_sizes(model, rng)
+    cluster = np.repeat(np.arange(len(sizes)), sizes)
     names = [str(c) for c in cluster]
     logit = model.mu + rng.normal(0, model.cluster_sd, model.clusters)[cluster] + rng.normal(0, model.task_sd, cluster.size)
     accepted = rng.binomial(model.trials, _expit(logit))
@@ -102,9 +133,17 @@ def experiment(model: Model, rng: np.random.Generator, k: int = 1, ablation: boo
 
 def coverage(model: Model, estimator: str, reps: int, seed: int = 0, confidence: float = 0.95, k: int = 2) -> float:
     """The share of ``reps`` simulated experiments whose interval holds the truth."""
+    return coverage_and_width(model, estimator, reps, seed, confidence, k)[0]
+
+
+def coverage_and_width(model: Model, estimator: str, reps: int, seed: int = 0, confidence: float = 0.95,
+                       k: int = 2) -> tuple[float, float | None]:
+    """The share of ``reps`` simulated experiments whose interval holds the truth, and the median width of the
+    bounded intervals (None for the ablation share, whose Fieller set may be unbounded)."""
     rng = np.random.default_rng(seed)
     target = truth(model, estimator, k)
     held = 0
+    widths: list[float] = []
     for _ in range(reps):
         data = experiment(model, rng, k, ablation=estimator == "share")[estimator]
         if estimator == "share":  # the Fieller set, bounded or not, holds the truth or not
@@ -116,4 +155,27 @@ def coverage(model: Model, estimator: str, reps: int, seed: int = 0, confidence:
         else:
             est = mean_interval(data[0], data[1], confidence, bounded=estimator != "difference")
         held += est.interval is not None and est.interval[0] <= target <= est.interval[1]
-    return held / reps
+        if est.interval is not None:
+            widths.append(est.interval[1] - est.interval[0])
+    return held / reps, (float(np.median(widths)) if widths else None)
+
+
+SHAPE_ESTIMANDS = ("pass@1", "pass^k", "difference", "cost_per_accepted")
+SHAPE_REPS = 400
+"""Simulated experiments per estimand for a run's own shape (a coverage standard error of about 1.1 points)."""
+
+
+def shape_coverage(sizes: tuple[int, ...], trials: int, rate: float, reps: int = SHAPE_REPS, seed: int = 0,
+                   confidence: float = 0.95) -> dict[str, dict[str, float | None]]:
+    """The coverage (and median width) of each estimand's interval for experiments of exactly this shape: these
+    cluster sizes, ``trials`` per task, per-task success rates spread around ``rate`` as in ``Model`` (a
+    repository effect as strong as the task effect); pass^k at k = 2 when there are at least 2 trials."""
+    base = Model(len(sizes), shape="fixed", fixed_sizes=tuple(int(s) for s in sizes), trials=max(1, trials))
+    model = Model(**{**base.__dict__, "mu": mu_for_rate(rate, base)})
+    out: dict[str, dict[str, float | None]] = {}
+    for i, estimator in enumerate(SHAPE_ESTIMANDS):
+        if estimator == "pass^k" and trials < 2:
+            continue
+        held, width = coverage_and_width(model, estimator, reps, seed + i, confidence, k=2)
+        out[estimator] = {"coverage": round(held, 3), "median_width": None if width is None else round(width, 4)}
+    return out

@@ -73,6 +73,27 @@ def _expit(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
 
 
+def bm_df(clusters: Sequence[str]) -> float:
+    """The Bell-McCaffrey degrees of freedom of the CR2 variance of a mean over these clusters: the Satterthwaite
+    approximation of that variance's distribution under independent, equal-variance tasks. G - 1 when clusters
+    are equal in size; far fewer when one is large (one repository of 45 tasks beside eleven of 5: about 4), where
+    a t on G - 1 is too narrow. With ``n_g`` tasks in cluster g of N, the CR2 weights are ``a_g = c_g / N`` on its
+    tasks (``c_g = (1 - n_g/N)^-1/2``), and the variance is a quadratic form in the residuals whose matrix, over the
+    clusters, is ``B = diag(n_g c_g^2 / N^2) - s s' / N`` with ``s_g = n_g c_g / N``: the degrees of freedom are
+    ``tr(B)^2 / ||B||_F^2``."""
+    groups = _groups(clusters)
+    n = np.array([len(g) for g in groups], dtype=float)
+    if n.size < 2:
+        return 0.0
+    big_n = float(n.sum())
+    c2 = 1.0 / (1.0 - n / big_n)
+    d = n * c2 / big_n ** 2
+    ss = n * n * c2 / big_n ** 2  # s_g^2
+    trace = float(d.sum() - ss.sum() / big_n)
+    frobenius = float((d * d).sum() - 2.0 * (d * ss).sum() / big_n + (ss.sum() / big_n) ** 2)
+    return trace * trace / frobenius if frobenius > 0 else float(n.size - 1)
+
+
 def cluster_mean_se(values: Sequence[float], clusters: Sequence[str]) -> tuple[float, float, int]:
     """The mean of per-task values, its cluster-robust standard error and the number of clusters.
 
@@ -86,12 +107,14 @@ def cluster_mean_se(values: Sequence[float], clusters: Sequence[str]) -> tuple[f
     return float(v.mean()), math.sqrt(max(var, 0.0)), g
 
 
-METHOD_MEAN = ("cluster-robust (CR2) t interval, G-1 degrees of freedom, on the logit scale, of the sample with one "
-               "success and one failure added as one more cluster")
+METHOD_MEAN = ("cluster-robust (CR2) t interval, Bell-McCaffrey degrees of freedom, on the logit scale, of the sample "
+               "with one success and one failure added as one more cluster; where successes (failures) come from fewer "
+               "than half the clusters, the near bound no closer than the exact Poisson bound on those clusters")
 PSEUDO_CLUSTER = "\x00trialbox-pseudo-cluster"
 """The cluster of the pseudo success and failure a rate's interval adds (a name no task's cluster has)."""
-METHOD_DIFFERENCE = "cluster-robust (CR2) t interval, G-1 degrees of freedom"
-METHOD_RATIO = "cluster-robust (CR2) linearized ratio, t interval with G-1 degrees of freedom, on the log scale"
+METHOD_DIFFERENCE = ("cluster-robust (CR2) t interval, Bell-McCaffrey degrees of freedom (a spread of 0 taken as that of "
+                     "the sample with +1 and -1 added as one more cluster)")
+METHOD_RATIO = "cluster-robust (CR2) linearized ratio, t interval with Bell-McCaffrey degrees of freedom, on the log scale"
 
 
 def mean_interval(values: Sequence[float], clusters: Sequence[str], confidence: float = 0.95,
@@ -109,8 +132,9 @@ def mean_interval(values: Sequence[float], clusters: Sequence[str], confidence: 
     if len(set(clusters)) < 2:  # no between-cluster variation can be seen: no interval, and no decision on it
         return Estimate(float(v.mean()), None, "fewer than 2 clusters: no interval")
     mean, se, g = cluster_mean_se(v, clusters)
-    t = t_quantile((1 + confidence) / 2, g - 1)
+    t = t_quantile((1 + confidence) / 2, bm_df(clusters))
     if bounded and v.min() >= 0.0 and v.max() <= 1.0:
+        t = t_quantile((1 + confidence) / 2, bm_df(list(clusters) + [PSEUDO_CLUSTER, PSEUDO_CLUSTER]))
         # The interval of the sample with one success and one failure added, as one more cluster (the
         # Agresti-Coull idea at the cluster level): its centre is never on a bound, and its spread never
         # vanishes when only a few clusters ever pass (there the data's own spread is too unstable to trust:
@@ -121,8 +145,46 @@ def mean_interval(values: Sequence[float], clusters: Sequence[str], confidence: 
         se_logit = se / scale if se > 0 else 1.0 / math.sqrt(g * scale)  # no spread at all: a binomial guess on G
         centre = math.log(shrunk / (1.0 - shrunk))
         lo, hi = _expit(centre - t * se_logit), _expit(centre + t * se_logit)
-        return Estimate(mean, (min(lo, mean), max(hi, mean)))
+        lo, hi = _sparse_bounds(v, clusters, mean, min(lo, mean), max(hi, mean), confidence)
+        return Estimate(mean, (lo, hi))
+    if se == 0 and v.size:  # every task agrees: no spread is seen, which is not no uncertainty
+        span = max(1.0, float(np.abs(v).max()))
+        _, se, _ = cluster_mean_se(np.concatenate([v, [span, -span]]), list(clusters) + [PSEUDO_CLUSTER] * 2)
     return Estimate(mean, (mean - t * se, mean + t * se))
+
+
+def poisson_lower(events: int, alpha: float) -> float:
+    """The exact lower confidence bound (one-sided ``alpha / 2``) of a Poisson mean with ``events`` observed."""
+    if events <= 0:
+        return 0.0
+    lo, hi = 0.0, events + 10.0 * math.sqrt(events) + 10.0
+    for _ in range(100):
+        lam = (lo + hi) / 2.0
+        below = math.exp(-lam) * sum(lam ** j / math.factorial(j) for j in range(events))  # P(X < events)
+        if 1.0 - below < alpha / 2.0:
+            lo = lam
+        else:
+            hi = lam
+    return (lo + hi) / 2.0
+
+
+def _sparse_bounds(v: np.ndarray, clusters: Sequence[str], mean: float, lo: float, hi: float,
+                   confidence: float) -> tuple[float, float]:
+    """A rate's bounds where successes (or failures) come from few clusters: then the whole estimate rests on those
+    few, whatever the number of tasks, and the logit interval's near bound is too close (pass^k near 0 covered
+    88-90% with it). With ``m`` clusters holding any success, fewer than half of them (and fewer than 5 when there
+    are under 10), the lower bound is at most ``mean * L(m) / m``, ``L`` the exact Poisson lower bound of ``m``
+    events; the upper bound likewise from the clusters holding any failure."""
+    alpha = 1.0 - confidence
+    groups = _groups(clusters)
+    few = max(5, len(groups) // 2)
+    with_success = sum(1 for g in groups if v[g].max() > 0)
+    with_failure = sum(1 for g in groups if v[g].min() < 1)
+    if 0 < with_success < few:
+        lo = min(lo, mean * poisson_lower(with_success, alpha) / with_success)
+    if 0 < with_failure < few:
+        hi = max(hi, 1.0 - (1.0 - mean) * poisson_lower(with_failure, alpha) / with_failure)
+    return lo, hi
 
 
 def _cluster_sums(values: np.ndarray, clusters: Sequence[str]) -> np.ndarray:
@@ -167,7 +229,7 @@ def ratio_interval(numerators: Sequence[float], denominators: Sequence[float], c
     sizes = _cluster_sums(np.ones_like(num), clusters)
     var = g / (g - 1) * float(np.sum(resid ** 2 / (1.0 - sizes / num.size))) / float(ds.sum()) ** 2
     se_log = math.sqrt(var) / value
-    t = t_quantile((1 + confidence) / 2, g - 1)
+    t = t_quantile((1 + confidence) / 2, bm_df(clusters))
     return RatioEstimate(value, (value * math.exp(-t * se_log), value * math.exp(t * se_log)), empty)
 
 
@@ -189,7 +251,7 @@ def _cluster_covariance(x: np.ndarray, y: np.ndarray, clusters: Sequence[str]) -
     return g / (g - 1) * float(np.sum(rx * ry / (1.0 - n / big_n))) / big_n ** 2
 
 
-METHOD_SHARE = "Fieller interval on cluster-robust (CR2) variances, t with G-1 degrees of freedom"
+METHOD_SHARE = "Fieller interval on cluster-robust (CR2) variances, t with Bell-McCaffrey degrees of freedom"
 
 
 def fieller_set(numerators: Sequence[float], denominators: Sequence[float], clusters: Sequence[str],
@@ -200,7 +262,7 @@ def fieller_set(numerators: Sequence[float], denominators: Sequence[float], clus
     g = len(set(clusters))
     if x.size == 0 or g < 2:
         return None
-    t2 = t_quantile((1 + confidence) / 2, g - 1) ** 2
+    t2 = t_quantile((1 + confidence) / 2, bm_df(clusters)) ** 2
     mx, my = float(x.mean()), float(y.mean())
     vxx, vyy, vxy = (_cluster_covariance(p, q, clusters) for p, q in ((x, x), (y, y), (x, y)))
     return my * my - t2 * vyy, mx * my - t2 * vxy, mx * mx - t2 * vxx
@@ -273,14 +335,19 @@ COVERAGE: dict[str, dict[int, dict[str, float]]] = {
 clusters before rates added a pseudo success and failure as one more cluster (``mean_interval``)."""
 
 
-def interval_note(clusters: int) -> dict:
-    """What the report says about its intervals: the method, the number of clusters, and the coverage measured at
-    the largest tabulated cluster count not above it (None below ``MIN_CLUSTERS``: nothing was shown to hold)."""
+def interval_note(clusters: int, labels: Sequence[str] | None = None) -> dict:
+    """What the report says about its intervals: the method, the number of clusters and (given each task's cluster
+    ``labels``) how many they count for (``effective_clusters``: the Bell-McCaffrey degrees of freedom plus one),
+    and the coverage measured at the largest tabulated cluster count not above it (None below ``MIN_CLUSTERS``:
+    nothing was shown to hold)."""
     rows = [g for g in sorted(next(iter(COVERAGE.values()))) if g <= clusters]
     at = rows[-1] if rows else None
+    df = bm_df(list(labels)) if labels is not None and len(set(labels)) > 1 else None
     return {"methods": {"rates": METHOD_MEAN, "paired_differences": METHOD_DIFFERENCE, "cost_per_accepted": METHOD_RATIO,
                         "ablation_share": METHOD_SHARE},
             "clusters": clusters, "coverage_table_clusters": at,
+            "degrees_of_freedom": None if df is None else round(df, 2),
+            "effective_clusters": None if df is None else round(df + 1, 1),
             "measured_coverage": ({name: min(cells[at].values()) for name, cells in COVERAGE.items()}
                                   if at is not None else None),
             "model": "orchestrator/simulate.py (repository and task effects on the logit, unequal cluster sizes)"}

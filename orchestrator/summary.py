@@ -66,13 +66,22 @@ def _run_lines(report: dict[str, Any]) -> list[str]:
     if iv and iv["clusters"] < 2:
         lines.append(f"intervals: none ({iv['clusters']} cluster(s): an interval needs at least 2)")
     elif iv:
-        measured = iv["measured_coverage"]
-        lines.append(f"intervals: {report['confidence']:.0%}, cluster-robust CR2 with t on {max(iv['clusters'] - 1, 0)} "
-                     f"degrees of freedom ({iv['clusters']} cluster(s); rates on the logit scale, cost per accepted run as a ratio on the log scale, ablation "
-                     f"shares by Fieller); " + (
-                         "measured coverage from " + f"{iv['coverage_table_clusters']} clusters: " + ", ".join(
-                             f"{k} {v:.1%}" for k, v in measured.items()) if measured else
-                         "no coverage was measured at so few clusters"))
+        df = iv.get("degrees_of_freedom")
+        lines.append(f"intervals: {report['confidence']:.0%}, cluster-robust CR2 with t on "
+                     + (f"{df:.1f} (Bell-McCaffrey)" if df is not None else f"{max(iv['clusters'] - 1, 0)}")
+                     + f" degrees of freedom; clusters: {iv.get('cluster_by', 'the declared clusters')}, "
+                     f"{iv['clusters']} of them"
+                     + (f", counting for {iv['effective_clusters']:.1f}" if iv.get("effective_clusters") else "")
+                     + " (rates on the logit scale, cost per accepted run as a ratio on the log scale, ablation shares "
+                     "by Fieller)")
+        shape = iv.get("coverage_at_this_shape")
+        if shape:
+            lines.append("    coverage measured at this run's shape (its cluster sizes, trials per task and rate; "
+                         "simulated): " + ", ".join(f"{k} {v['coverage']:.1%}" + (
+                             f" (median width {v['median_width']:.3f})" if v.get("median_width") is not None else "")
+                             for k, v in shape.items())
+                         + ("; OUTSIDE 93-97%: " + ", ".join(iv["coverage_outside_93_97"])
+                            if iv.get("coverage_outside_93_97") else ""))
     return lines
 
 

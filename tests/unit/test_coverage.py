@@ -26,3 +26,43 @@ def test_coverage_at_small_cluster_counts(clusters, estimator):
     for rate, value in measured.items():
         assert abs(value - COVERAGE[estimator][clusters][rate]) <= 0.03, (rate, value)  # the quoted table holds
         assert 0.93 <= value <= 0.97, (estimator, clusters, rate, value)
+
+
+# Issue 26: the shapes real benchmarks have. One repository holding 45% of the tasks made the CR2 t interval on
+# G - 1 degrees of freedom cover 82-93%; Zipf-like sizes 89-96%; pass^2 near 0 87-92%. With Bell-McCaffrey degrees of
+# freedom and the sparse bound (orchestrator/stats.py) most cells of benchmarks/coverage.py are within 93-97%; the few
+# below are marked here and in the README's table; some cells over-cover (up to 99-100% where successes are rarest):
+# honest but wide, the table says which.
+SHAPE_CELLS = [  # (estimand, shape, clusters, rate, repository sd)
+    ("pass@1", "dominant", 20, 0.5, 1.0), ("pass@1", "dominant", 50, 0.02, 1.0),
+    ("difference", "dominant", 50, 0.5, 1.0), ("difference", "zipf", 20, 0.5, 1.0),
+    ("cost_per_accepted", "dominant", 20, 0.5, 1.0),
+    ("pass^k", "uniform", 20, 0.1, 1.0), ("pass^k", "dominant", 20, 0.1, 1.0),
+    # 50 Zipf-sized repositories (the largest 22% of the tasks, half of them of one or two tasks) with a strong
+    # repository effect: measured just under the band (issue 26 stays open on it)
+    pytest.param("pass@1", "zipf", 50, 0.5, 1.0, marks=pytest.mark.xfail(
+        strict=True, reason="measured 92.5% here (94.4% over 1,000 other experiments): just under 93%")),
+    pytest.param("cost_per_accepted", "zipf", 50, 0.5, 1.0, marks=pytest.mark.xfail(
+        strict=True, reason="measured 91.8%: the linearized ratio at 50 Zipf-sized repositories")),
+]
+
+
+@pytest.mark.parametrize("estimand,shape,clusters,rate,sd", SHAPE_CELLS)
+def test_coverage_where_repositories_are_unequal_and_successes_rare(estimand, shape, clusters, rate, sd):
+    import dataclasses
+
+    from orchestrator.simulate import coverage_and_width, mu_for_rate
+
+    base = Model(clusters, cluster_sd=sd, shape=shape)
+    held, width = coverage_and_width(dataclasses.replace(base, mu=mu_for_rate(rate, base)), estimand, 600,
+                                     seed=4200 + clusters)
+    assert 0.93 <= held <= 0.99, (estimand, shape, clusters, rate, held, width)
+
+
+def test_equal_repositories_count_as_many_clusters_one_dominant_as_few():
+    from orchestrator.stats import bm_df
+
+    equal = [str(i // 5) for i in range(50)]
+    assert bm_df(equal) == pytest.approx(9.0)  # G - 1 when sizes are equal
+    dominant = [str(g) for g, n in enumerate([45] + [5] * 11) for _ in range(n)]
+    assert bm_df(dominant) < 5  # twelve repositories, one of them 45% of the tasks: about four

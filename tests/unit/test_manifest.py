@@ -32,7 +32,7 @@ def test_defaults_follow_the_design():
     assert (ex.max_cost_usd, ex.max_run_cost_usd, ex.concurrency, ex.order) == (10.0, None, "auto", "counterbalanced")
     assert m.judge is None and m.tasks.select == ["*"]
     an = m.analysis
-    assert (an.k, an.confidence, an.primary_metric, an.cluster_by) == ([1], 0.95, "pass_hat_k", "task")
+    assert (an.k, an.confidence, an.primary_metric, an.cluster_by) == ([1], 0.95, "pass_hat_k", "cluster")
     assert an.exclusions == [] and an.min_effect is None and an.adoption is None
 
 
