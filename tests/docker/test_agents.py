@@ -356,12 +356,12 @@ def test_codex_runs_unmodified_behind_the_proxy_on_the_openai_api(project, serve
     result, events = preset_trial(project, client, codex, python_image, tmp_path, cand, 90,
                                   {"OPENAI_API_KEY": key, "OPENAI_BASE_URL": server.url})
     said = [e for e in events if e["kind"] in ("agent_command", "proxy_refused", "model_refused", "proxy_probe")]
-    # Codex CLI 0.171.0 tries the network on its own (4 packets with no route out per run, measured by the kernel's
-    # counters, with the model's one command making none): under model-api-only that is a forbidden effect, by the
-    # same rule as for any agent. Everything else of its work is accepted.
-    assert result.verdict.reasons == ["forbidden_effects"], (result.verdict.reasons, said)
+    # Codex CLI 0.171.0 synced a curated plugin catalogue from api.github.com and chatgpt.com at start-up (4 to 12
+    # packets with no route out per run, by the kernel's counters): the preset turns its plugins feature off, and
+    # then it reaches nothing but the proxy, judged by the same rule as any agent.
+    assert result.verdict.reasons == [], (result.verdict.reasons, said)
     network = next(c for c in result.verdict.criteria if c.name == "forbidden_effects").evidence
-    assert network["basis"].startswith("the sandbox's kernel counters") and network["network_attempts"] > 0
+    assert network["basis"].startswith("the sandbox's kernel counters") and network["network_attempts"] == 0, network
     assert [e["tool"] for e in events if e["kind"] == "model_tool_use"][:1] == ["exec_command"]
     assert result.agent.summary == "Fixed the slug for accented text."
 
@@ -514,6 +514,5 @@ def test_the_same_behaviour_gets_the_same_trajectory_verdict_from_every_preset(p
         assert any(n.startswith("required tool 'read_file'") for n in trajectory.evidence["not_applicable"])
     else:  # it read, then edited, through its own tools: checked, and kept
         assert "read_file" in trajectory.evidence["tools_used"] and not trajectory.evidence["not_applicable"]
-    # and the work itself: accepted, but for Codex's own network attempts (pinned in the test above)
-    expected = ["forbidden_effects"] if preset == "codex" else []
-    assert result.verdict.reasons == expected, (result.verdict.reasons, said)
+    # and the work itself: accepted, whichever agent
+    assert result.verdict.reasons == [], (result.verdict.reasons, said)
