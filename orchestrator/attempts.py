@@ -37,22 +37,55 @@ def retry_of(spec: TrialSpec, result: TrialResult) -> TrialSpec:
                                previous_attempts=spec.previous_attempts + (attempt,))
 
 
-def resumed(spec: TrialSpec, paths: RunPaths) -> TrialSpec:
-    """A trial to run on resume: its retry when a first attempt already failed on infrastructure.
+INFRA_RETRIES = 1
+"""Retries an infrastructure error of a trial's own earns (attempts an engine outage ended do not count:
+``outage.MAX_OUTAGE_ATTEMPTS`` bounds those)."""
 
-    The run loop marks a retry it owes (``a1/retry-owed.json``, the failed attempt's record); the
+
+def owes_retry(result: TrialResult) -> bool:
+    """Whether an attempt that ended on an infrastructure error earns its trial another attempt: one ended by an
+    engine outage does while the trial has had at most ``MAX_OUTAGE_ATTEMPTS`` of those; any other while the
+    trial's own infrastructure errors (this one included) number at most ``INFRA_RETRIES``."""
+    from .outage import MAX_OUTAGE_ATTEMPTS, OUTAGE_KIND, outage_attempts
+
+    if not result.is_infra_error:
+        return False
+    outages = outage_attempts(result)
+    if result.verdict.kind == OUTAGE_KIND:
+        return outages <= MAX_OUTAGE_ATTEMPTS
+    own = 1 + len(result.previous_attempts) - outages
+    return own <= INFRA_RETRIES
+
+
+def rerun_recorded(recorded: list[TrialResult], every: bool = False) -> dict[str, TrialResult]:
+    """The recorded trials a resumed run runs again, by id: those recorded as infrastructure errors whose retry
+    budget allows another attempt (``owes_retry``: for instance, retries a run of an earlier version spent
+    during an engine outage); with ``every``, every infrastructure error."""
+    return {r.id: r for r in recorded if r.is_infra_error and (every or owes_retry(r))}
+
+
+def resumed(spec: TrialSpec, paths: RunPaths, record: TrialResult | None = None) -> TrialSpec:
+    """A trial to run on resume: its retry when an attempt already failed on infrastructure.
+
+    The run loop marks a retry it owes (``a<n>/retry-owed.json``, the failed attempt's record); the
     attempt's cost carries over, so stopping a run between an attempt and its retry neither loses
-    that attempt nor gives the trial a fresh one. An attempt that merely stopped with the run (Ctrl-C)
-    owes nothing: it runs again as it was."""
-    record = paths.attempt(spec.trial_id, 1).retry_owed
-    try:
-        doc = json.loads(record.read_text())
-    except (OSError, ValueError):  # absent or unreadable: nothing owed
-        return spec
-    verdict = doc.get("verdict") if isinstance(doc, dict) else None
-    if not isinstance(verdict, dict) or verdict.get("outcome") != "infra_error" or doc.get("attempt") != 1:
-        return spec
-    return retry_of(spec, TrialResult.from_dict(doc))  # a record the loop wrote: one it cannot read is a defect
+    that attempt nor gives the trial a fresh one; a chain of owed retries (an engine outage ended the retry
+    too) is followed to its end. An attempt that merely stopped with the run (Ctrl-C) owes nothing: it runs
+    again as it was. ``record``: the trial's stored result when it runs again after it (``rerun_recorded``):
+    the next attempt follows it, that record kept among its previous attempts."""
+    if record is not None:
+        spec = retry_of(dataclasses.replace(spec, attempt=record.attempt, retries=record.retries,
+                                            prior_cost_usd=record.cost.retried_usd,
+                                            previous_attempts=tuple(record.previous_attempts)), record)
+    while True:
+        try:
+            doc = json.loads(paths.attempt(spec.trial_id, spec.attempt).retry_owed.read_text())
+        except (OSError, ValueError):  # absent or unreadable: nothing owed
+            return spec
+        verdict = doc.get("verdict") if isinstance(doc, dict) else None
+        if not isinstance(verdict, dict) or verdict.get("outcome") != "infra_error" or doc.get("attempt") != spec.attempt:
+            return spec
+        spec = retry_of(spec, TrialResult.from_dict(doc))  # a record the loop wrote: one it cannot read is a defect
 
 
 def misconfigured_by(paths: RunPaths, spec: TrialSpec) -> str | None:

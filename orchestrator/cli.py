@@ -205,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="run folder (default: runs/<name>-<time>)")
     p.add_argument("--scripted-model", metavar="FILE",
                    help="answer the model from this script file (offline demo; see `trialbox model-server`)")
+    p.add_argument("--rerun-infra-errors", action="store_true",
+                   help="on a run folder: run again every trial recorded as an infrastructure error, its retry spent "
+                        "or not (without it, only those whose retry was not spent)")
     _backend_options(p)
     _unchecked_option(p)
     p.set_defaults(func=cmd_run)

@@ -13,6 +13,8 @@ inherit the matching builtin so callers can catch either.
     ├── LockError                        the lock is missing, unreadable, or the run folder is another's
     │   └── DriftError                   identifiers differ from the lock (``drifted``)
     ├── CapacityError                    this host cannot hold even one trial's reservations
+    ├── EngineOutage                     the engine did not answer again within the run's bound (exit 75)
+    ├── InfraErrorsAbove                 a run ended with more infrastructure errors than it allows (exit 4)
     ├── ClusterError                     the Ray cluster cannot run this experiment
     │   └── NodeError                    trialbox failed while running a trial on a node (``spend``)
     ├── ImageError
@@ -101,6 +103,21 @@ class CapacityError(TrialboxError):
 
 class TaskSetError(ConfigError):
     """Tasks that failed their last check, or were never checked: ``trialbox run`` refuses them."""
+
+
+class EngineOutage(TrialboxError):
+    """The Docker engine did not answer again within ``execution.engine_outage_wait_s``: the run stopped, its
+    finished trials kept and the retries the outage owes marked (``trialbox run`` on the folder goes on).
+    Exit 75 (EX_TEMPFAIL: try again later)."""
+
+    exit_code = 75
+
+
+class InfraErrorsAbove(TrialboxError):
+    """A run ended with more trials recorded as infrastructure errors than ``execution.max_infra_errors``
+    (everything is recorded; the exit code says the figures rest on fewer trials than planned). Exit 4."""
+
+    exit_code = 4
 
 
 class ClusterError(TrialboxError):

@@ -145,9 +145,17 @@ def render(report: dict[str, Any]) -> str:
     warnings = "".join(f"<p class='warn'>warning: {_esc(w)}</p>" for w in report["warnings"])
     stop = run.get("stopped")
     if stop:  # before every figure: they all lack these trials
-        warnings = (f"<p class='warn'><strong>RUN STOPPED on a configuration error:</strong> {_esc(stop['reason'])}; "
+        warnings = (f"<p class='warn'><strong>RUN STOPPED on "
+                    f"{'an engine outage' if stop.get('cause') == 'engine_outage' else 'a configuration error'}:</strong> {_esc(stop['reason'])}; "
                     f"not in any figure: {_esc(len(stop['unrecorded']))} trial(s) that ended on it "
                     f"({_esc(', '.join(stop['unrecorded']))}), {_esc(stop['not_started'])} not started</p>") + warnings
+    infra = run.get("infra_errors") or {}
+    if infra.get("trials"):
+        warnings = (f"<p class='warn'><strong>infrastructure errors: {_esc(infra['trials'])} trial(s)</strong> "
+                    f"({_esc(', '.join(f'{k} {n}' for k, n in infra['by_kind'].items()))}), "
+                    f"{'above' if infra['above_allowed'] else 'within'} execution.max_infra_errors "
+                    f"({_esc(infra['allowed'])}): "
+                    + _esc("; ".join(f"{e['trial']}: {e['reason']}" for e in infra["examples"])) + "</p>") + warnings
     cost_table, ablation_table, node_table = _cost_table(report), _ablation_table(report), _node_table(report)
     cost_table = _model_side_table(report) + cost_table
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>trialbox report</title>

@@ -39,9 +39,11 @@ from .tasks import Task
 from .summary import money
 from .textsafe import printable
 from .log import get_logger
-from .attempts import charged, harness_failure, misconfigured_by, resumed, retry_of
+from .attempts import charged, harness_failure, misconfigured_by, owes_retry, rerun_recorded, resumed, retry_of
+from .errors import EngineOutage, InfraErrorsAbove
+from .outage import OUTAGE_KIND, EngineWatch, as_outage, docker_probe, outage_of, suspect
 from .result import TrialResult
-from .trial import TrialSpec
+from .trial import TrialSpec, write_result
 
 log = get_logger("job")
 
@@ -130,11 +132,18 @@ def _progress(say: Callable[[str], None], done: int, total: int, running: int, f
 
 def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, out: Path | None,
                    say: Callable[[str], None] = print, backend: str | None = None,
-                   ray_address: str | None = None, unchecked: bool = False) -> RunPaths:
+                   ray_address: str | None = None, unchecked: bool = False,
+                   rerun_infra_errors: bool = False) -> RunPaths:
     """Run (or continue) the experiment; ``backend``/``ray_address`` override the manifest's.
 
     A task whose last ``tasks check`` failed is refused; one never checked is refused unless ``unchecked``
-    (``TaskSetError``); the run's lock records each task's check status."""
+    (``TaskSetError``); the run's lock records each task's check status.
+
+    On a run folder that has results, trials recorded as infrastructure errors whose retry budget allows
+    (``attempts.rerun_recorded``) run again, and with ``rerun_infra_errors`` every one of them; the new
+    attempt's record replaces the old one, kept as history (``Store.record``). On the local backend an engine
+    outage pauses the run (``outage``). A run that ends with more trials recorded as infrastructure errors than
+    ``execution.max_infra_errors`` raises ``InfraErrorsAbove`` (exit 4) once everything is recorded."""
     from .checkrecords import require_checked
 
     m = loaded.manifest
@@ -154,17 +163,35 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
             paths.plan.write_text(json.dumps({"order": m.execution.order,
                                              **arrangement([c.name for c in m.candidates], m.experiment.seed),
                                              "trials": [s.trial_id for s in specs]}, indent=1) + "\n")
-        queue = deque(resumed(s, paths) for s in specs if s.trial_id not in done)
         recorded = store.trials()
-        cost = sum(charged(r, m.execution.max_cost_usd, m.costs) for r in recorded)
+        again = rerun_recorded(recorded, every=rerun_infra_errors)
+        kept_infra = [r.id for r in recorded if r.is_infra_error and r.id not in again]
+        rerun = {s.trial_id: resumed(s, paths, again[s.trial_id]) for s in specs if s.trial_id in again}
+        queue = deque(rerun[s.trial_id] if s.trial_id in rerun else resumed(s, paths)
+                      for s in specs if s.trial_id not in done or s.trial_id in rerun)
+        kept = [r for r in recorded if r.id not in rerun]  # a trial that runs again counts when it is recorded again
+        cost = sum(charged(r, m.execution.max_cost_usd, m.costs) for r in kept)  # a rerun's carries its old spend
         cap = m.execution.max_run_cost_usd
-        say(f"run {paths.root}: {len(specs)} trial(s), {len(done)} already done; backend {runner.name}: "
+        say(f"run {paths.root}: {len(specs)} trial(s), {len(done) - len(rerun)} already done; backend {runner.name}: "
             f"{runner.describe()}")
+        if rerun:
+            why = "every infrastructure error (--rerun-infra-errors)" if rerun_infra_errors else \
+                "recorded as infrastructure errors with their retry not spent"
+            say(f"running again {len(rerun)} trial(s) {why}: " + ", ".join(sorted(rerun)))
+        if kept_infra:
+            say(f"{len(kept_infra)} trial(s) recorded as infrastructure errors spent their retry and are kept as they "
+                f"are ({', '.join(sorted(kept_infra))}); `trialbox run --rerun-infra-errors` runs them again")
         paying = sum(s.candidate.agent in MODEL_AGENTS for s in queue)  # nop, oracle and script call no model
         say(f"worst-case cost: {paying} of {len(queue)} trial(s) call a model, x ${m.execution.max_cost_usd} = "
             f"${paying * m.execution.max_cost_usd:.2f}; run cap: {'none' if cap is None else f'${cap:.2f}'}")
-        stopped, left = _run_queue(queue, len(specs), len(done), cap, cost, store, runner, paths, say,
-                                   m.execution.max_cost_usd, m.costs, sum(not r.accepted for r in recorded))
+        watch = EngineWatch(docker_probe(client)).start() if runner.name == "local" else None
+        try:
+            stopped, left = _run_queue(queue, len(specs), len(kept), cap, cost, store, runner, paths, say,
+                                       m.execution.max_cost_usd, m.costs, sum(not r.accepted for r in kept),
+                                       watch=watch, outage_wait_s=m.execution.engine_outage_wait_s)
+        finally:
+            if watch is not None:
+                watch.stop()
         paths.run_record.write_text(json.dumps({
             "stopped_by_cost_cap": stopped, "backend": runner.name, "slots": runner.slots,
             "host_share": str(load_settings().host_share) if runner.name == "local" else None}) + "\n")
@@ -172,6 +199,19 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
             say(f"stopped admitting trials: the run cost reached its cap of ${cap:.2f}")
         if left:
             say(f"{left} trial(s) not run: no node could take them; run the same command again to continue")
+        infra = [r for r in store.trials() if r.is_infra_error]
+        if infra:
+            kinds: dict[str, int] = {}
+            for r in infra:
+                kinds[str(r.verdict.kind)] = kinds.get(str(r.verdict.kind), 0) + 1
+            allowed = m.execution.max_infra_errors
+            line = (f"{len(infra)} trial(s) recorded as infrastructure errors ("
+                    + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) + "): "
+                    + ", ".join(printable(r.id) for r in infra[:10]) + (" ..." if len(infra) > 10 else ""))
+            if len(infra) > allowed:
+                raise InfraErrorsAbove(f"{line}; more than execution.max_infra_errors ({allowed}). The results are in "
+                                       f"{paths.root}; `trialbox run --rerun-infra-errors` on it runs them again")
+            say(line + f" (within execution.max_infra_errors: {allowed})")
     except KeyboardInterrupt:
         say("interrupted: finished trials are kept; run the same command again to continue")
         raise
@@ -187,20 +227,51 @@ def _record(store: Store, paths: RunPaths, spec: TrialSpec, result: TrialResult)
     store.record(result, read_events(events_file) if events_file.exists() else [])
 
 
+def _owe(paths: RunPaths, spec: TrialSpec, result: TrialResult) -> None:
+    """Mark the retry an attempt earned: owed until recorded, a resumed run finds it here (``attempts.resumed``)."""
+    owed = paths.attempt(spec.trial_id, spec.attempt)
+    owed.folder.mkdir(parents=True, exist_ok=True)
+    owed.retry_owed.write_text(json.dumps(result.to_dict(), default=str))
+
+
 def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost: float, store: Store,
              runner: Backend, paths: RunPaths, say: Callable[[str], None],
-             max_cost_usd: float = 0.0, costs: CostsConfig | None = None, failed: int = 0) -> tuple[bool, int]:
+             max_cost_usd: float = 0.0, costs: CostsConfig | None = None, failed: int = 0,
+             watch: EngineWatch | None = None, outage_wait_s: float = 600.0) -> tuple[bool, int]:
     """Start trials in plan order as the backend admits them; record each as it ends. ``finished``, ``cost`` and
     ``failed`` (not accepted) count what an earlier session of the run already recorded.
+
+    With ``watch`` (the local backend), an engine outage pauses the run (``outage``): no trial starts while the
+    engine does not answer; once the running ones have ended, the loop waits up to ``outage_wait_s`` for it,
+    removes what the outage left of the run, and goes on; attempts the outage ended run again after it without
+    spending their trial's retry. Past the bound it raises ``EngineOutage`` (``stopped.json`` says why).
 
     Returns whether the cost cap stopped admission, and how many trials were left unrun."""
     t0, stopped, at_start = time.monotonic(), False, finished
     misconfigured: str | None = None
     unrecorded: list[str] = []  # attempts that ended on the run's configuration error: listed, never recorded
     not_started = 0
+    outage = False
+    submitted: dict[tuple[str, int], float] = {}  # when each attempt was submitted (wall clock), for ``outage_of``
     try:
         while queue or runner.running:
-            while queue:
+            if watch is not None and queue and not outage and misconfigured is None and not watch.answers_now():
+                outage = True
+                say(f"engine outage: the Docker engine does not answer; no trial starts while it is out "
+                    f"({runner.running} running)")
+            if outage:
+                if runner.running:
+                    pass  # the trials in flight end on it first: their attempts are the outage's
+                else:
+                    watch.wait_back(outage_wait_s, say)
+                    outage = False
+                    after = getattr(runner, "after_outage", None)
+                    if after is not None:
+                        left_over = after()
+                        if left_over:
+                            say(f"removed what the outage left of this run: {', '.join(left_over)}")
+                    continue
+            while queue and not outage:
                 # a retry replaces a trial already admitted: the cap never strands it half-recorded
                 if cap is not None and cost >= cap and not stopped:
                     stopped = True
@@ -209,6 +280,8 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
                 spec = runner.admit(queue)
                 if spec is None:
                     break
+                if watch is not None:
+                    submitted[(spec.trial_id, spec.attempt)] = watch.clock()
                 runner.submit(spec)
             if not runner.running:
                 if queue and runner.expecting_nodes:
@@ -234,12 +307,25 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
                         queue = deque(s for s in queue if s.attempt > 1)
                     unrecorded.append(spec.trial_id)
                     continue
-                if result.is_infra_error and spec.attempt == 1:
-                    say(f"infrastructure error in {spec.trial_id} ({result.verdict.kind}): retrying it once")
-                    # the retry is owed until it is recorded: a resumed run finds it here
-                    owed = paths.attempt(spec.trial_id, 1)
-                    owed.folder.mkdir(parents=True, exist_ok=True)
-                    owed.retry_owed.write_text(json.dumps(result.to_dict(), default=str))
+                if watch is not None:
+                    if suspect(result) and not watch.answers_now() and not outage:
+                        outage = True
+                        say(f"engine outage: the Docker engine does not answer; no trial starts while it is out "
+                            f"({runner.running} running)")
+                    evidence = outage_of(result, watch, submitted.pop((spec.trial_id, spec.attempt), None))
+                    if evidence is not None:
+                        # whatever the last probe said, nothing starts until the engine answers steadily again
+                        outage = True
+                        if not (result.is_infra_error and result.verdict.kind == OUTAGE_KIND):
+                            result = write_result(as_outage(result, evidence),
+                                                  paths.trial(spec.trial_id, spec.attempt))
+                if result.is_infra_error and owes_retry(result):
+                    if result.verdict.kind == OUTAGE_KIND:
+                        say(f"{spec.trial_id}: attempt {spec.attempt} ended by the engine outage; it runs again once "
+                            "the engine answers (its retry is not spent)")
+                    else:
+                        say(f"infrastructure error in {spec.trial_id} ({result.verdict.kind}): retrying it once")
+                    _owe(paths, spec, result)
                     queue.appendleft(retry_of(spec, result))
                     continue
                 _record(store, paths, spec, result)
@@ -249,12 +335,18 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
                 failed += not result.accepted
                 _progress(say, finished, total, runner.running, failed, t0, cost, spec, result, runner.name == "ray",
                           spent, finished - at_start)
-    except BaseException:
+    except BaseException as exc:
         # running trials stop before grading; finished ones are still recorded
         for spec, outcome in runner.interrupt():
-            if isinstance(outcome, TrialResult) and (not outcome.is_infra_error or spec.attempt > 1) \
-                    and not misconfigured_by(paths, spec):
-                _record(store, paths, spec, outcome)
+            if isinstance(outcome, TrialResult) and not misconfigured_by(paths, spec):
+                if outcome.is_infra_error and owes_retry(outcome):
+                    _owe(paths, spec, outcome)  # a resumed run runs its retry
+                else:
+                    _record(store, paths, spec, outcome)
+        if isinstance(exc, EngineOutage):
+            owed = sorted({s.trial_id for s in queue if s.attempt > 1})
+            paths.stopped.write_text(json.dumps({"reason": exc.message, "cause": "engine_outage", "unrecorded": owed,
+                                                 "not_started": sum(s.attempt == 1 for s in queue)}, indent=1) + "\n")
         raise
     if misconfigured is not None:
         not_started += len(queue)

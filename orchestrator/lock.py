@@ -126,8 +126,10 @@ def resolve_lock(loaded: LoadedManifest, tasks: list[Task], client: docker.Docke
         "prompts": prompts,
         "scripts": scripts,
         "environment": m.environment.model_dump(mode="json"),
-        # where trials run does not shape their results: a run and its reproduction may use either backend
-        "execution": m.execution.model_dump(mode="json", exclude={"backend", "ray_address"}),
+        # where trials run does not shape their results: a run and its reproduction may use either backend;
+        # how long an engine outage is waited out and how many infrastructure errors pass do not either
+        "execution": m.execution.model_dump(mode="json", exclude={"backend", "ray_address", "engine_outage_wait_s",
+                                                                  "max_infra_errors"}),
     }
 
 

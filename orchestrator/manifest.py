@@ -201,6 +201,13 @@ class ExecutionConfig(Model):
     and ``trialbox run --backend`` overrides it."""
     ray_address: str | None = None
     """The Ray cluster's address (``host:port``) with ``backend: ray``; default ``RAY_ADDRESS``."""
+    engine_outage_wait_s: float = Field(default=600.0, gt=0, le=7 * 24 * 3600)
+    """How long the run waits for a Docker engine that stopped answering (local backend): no trial starts and no
+    retry is spent meanwhile; past it the run stops (exit 75) and ``trialbox run`` on its folder finishes it.
+    Not in the lock: it does not shape results."""
+    max_infra_errors: int = Field(default=0, ge=0)
+    """How many trials a finished run may record as infrastructure errors (after their retries) and still exit 0;
+    more exit 4, everything recorded. Not in the lock: it does not shape results."""
 
 
 class JudgeConfig(Model):

@@ -184,6 +184,7 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
         "run": {"id": paths.root.name, "lock_sha256": hashlib.sha256(lock_bytes).hexdigest(),
                 "provisional": len(rows) < planned, "planned_trials": planned, "finished_trials": len(rows),
                 "stopped_by_cost_cap": _stopped_by_cap(paths), "stopped": _stopped(paths),
+                "infra_errors": _infra_errors(rows, m),
                 "started_at": min((r.started_at or "" for r in rows), default=None),
                 "finished_at": max((r.finished_at or "" for r in rows), default=None)},
         "confidence": m.analysis.confidence, "primary_metric": f"{m.analysis.primary_metric}@{m.analysis.k[0]}",
@@ -227,8 +228,23 @@ def _intervals(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str])
     return note
 
 
+def _infra_errors(rows: list[TrialResult], m: Manifest) -> dict[str, Any]:
+    """How many trials are recorded as infrastructure errors (their final attempt), of which kinds and why, against
+    ``execution.max_infra_errors``; and how many attempts an engine outage ended (retried, in no figure)."""
+    from .outage import OUTAGE_KIND
+
+    infra = [r for r in rows if r.is_infra_error]
+    allowed = m.execution.max_infra_errors
+    return {"trials": len(infra), "allowed": allowed, "above_allowed": len(infra) > allowed,
+            "by_kind": dict(sorted(_count(str(r.verdict.kind) for r in infra).items())),
+            "examples": [{"trial": r.id, "kind": r.verdict.kind, "reason": "; ".join(map(str, r.verdict.reasons))[:300]}
+                         for r in infra[:5]],
+            "attempts_ended_by_engine_outage": sum(a.kind == OUTAGE_KIND for r in rows for a in r.previous_attempts)}
+
+
 def _stopped(paths: RunPaths) -> dict[str, Any] | None:
-    """Why the run's last session stopped on a configuration error (``job._run_queue`` writes it), or None."""
+    """Why the run's last session stopped on a configuration error or an engine outage (``job._run_queue``
+    writes it), or None."""
     try:
         doc = json.loads(paths.stopped.read_text())
     except (OSError, ValueError):
@@ -236,7 +252,7 @@ def _stopped(paths: RunPaths) -> dict[str, Any] | None:
     if not isinstance(doc, dict):
         return None
     return {"reason": str(doc.get("reason") or ""), "unrecorded": [str(t) for t in doc.get("unrecorded") or []],
-            "not_started": int(doc.get("not_started") or 0)}
+            "not_started": int(doc.get("not_started") or 0), "cause": str(doc.get("cause") or "configuration")}
 
 
 def _node_warnings(nodes: dict[str, Any]) -> list[str]:

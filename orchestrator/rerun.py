@@ -103,7 +103,12 @@ def reproduce_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], cl
     if lock_path(loaded.path).exists():
         lock_path(loaded.path).unlink()  # the run's lock is the reference: write it as the manifest's lock
     lock_path(loaded.path).write_text(json.dumps(locked, indent=2, sort_keys=True) + "\n")
-    run_experiment(loaded, tasks, client, out, say, backend, ray_address, unchecked)
+    from .errors import InfraErrorsAbove
+
+    try:
+        run_experiment(loaded, tasks, client, out, say, backend, ray_address, unchecked)
+    except InfraErrorsAbove as exc:  # every trial is recorded: the comparison below names them as differing
+        say(exc.message)
     before, after = Store(paths), Store(RunPaths(out))
     try:
         old = {r.id: (r.outcome, r.verdict.reasons) for r in before.trials()}

@@ -9,7 +9,8 @@
       run-key                the run's unique key (its containers' labels and names)
       plan.json              the order and arrangement of the trials
       run.json               how the run ended (cost cap, backend, slots)
-      results.sqlite         trials, criteria, events index, verdict history
+      results.sqlite         trials (one row each: the final outcome), criteria, events index, verdict
+                             history, superseded attempts
       trials/<trial>/a<attempt>/          (``AttemptPaths``)
         events.jsonl         the host-side event log (hash-chained)
         canaries.json        the attempt's canary values (host only; kept for regrading)
@@ -25,6 +26,11 @@ No other module spells these names: they ask ``RunPaths`` and ``AttemptPaths``.
 A trial's row is written in one transaction after its artifacts are on disk:
 a trial is either fully in the store or absent (a crash in between leaves
 files that the next run overwrites, never a half-recorded result).
+
+A trial has one row in ``trials``, its final outcome, and every figure reads that table only. When a resumed
+run runs a trial recorded as an infrastructure error again, the new attempt's row replaces the old one in
+the same transaction and the old row moves to ``superseded`` (history, never counted; the new result also
+lists it in ``previous_attempts``).
 """
 
 from __future__ import annotations
@@ -56,6 +62,9 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE TABLE IF NOT EXISTS verdicts (
   trial_id TEXT NOT NULL, grader_version TEXT NOT NULL, outcome TEXT NOT NULL, accepted INTEGER NOT NULL,
   created_at TEXT NOT NULL, verdict TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS superseded (
+  trial_id TEXT NOT NULL, attempt INTEGER NOT NULL, outcome TEXT NOT NULL, outcome_kind TEXT,
+  superseded_at TEXT NOT NULL, result TEXT NOT NULL, PRIMARY KEY (trial_id, attempt));
 """
 
 
@@ -174,6 +183,11 @@ class Store:
         doc = result.to_dict()
         v = doc["verdict"]
         with self._tx() as db:
+            old = db.execute("SELECT attempt, outcome, outcome_kind, result FROM trials WHERE id = ?",
+                             (result.id,)).fetchone()
+            if old is not None and old[0] != result.attempt:  # a later attempt supersedes it: kept as history
+                db.execute("INSERT OR REPLACE INTO superseded VALUES (?,?,?,?,datetime('now'),?)",
+                           (result.id, old[0], old[1], old[2], old[3]))
             db.execute("DELETE FROM criteria WHERE trial_id = ?", (result.id,))
             db.execute("DELETE FROM events WHERE trial_id = ?", (result.id,))
             db.execute(
@@ -216,6 +230,12 @@ class Store:
     def trials(self) -> list[TrialResult]:
         return [TrialResult.from_dict(json.loads(r[0]))
                 for r in self.db.execute("SELECT result FROM trials ORDER BY task, candidate, replicate")]
+
+    def superseded(self, trial_id: str | None = None) -> list[TrialResult]:
+        """Recorded attempts a later attempt of their trial replaced (history: no figure counts them)."""
+        rows = self.db.execute("SELECT result FROM superseded" + (" WHERE trial_id = ?" if trial_id else "")
+                               + " ORDER BY trial_id, attempt", (trial_id,) if trial_id else ())
+        return [TrialResult.from_dict(json.loads(r[0])) for r in rows]
 
     def _tx(self):
         store = self

@@ -40,10 +40,23 @@ def _run_lines(report: dict[str, Any]) -> list[str]:
     lines = []
     stop = report["run"].get("stopped")
     if stop:  # first: every figure below lacks these trials
-        lines.append(f"RUN STOPPED on a configuration error: {stop['reason']}")
+        outage = stop.get("cause") == "engine_outage"
+        lines.append(f"RUN STOPPED on {'an engine outage' if outage else 'a configuration error'}: {stop['reason']}")
         lines.append(f"    not in any figure: {len(stop['unrecorded'])} trial(s) that ended on it"
                      + (f" ({', '.join(stop['unrecorded'])})" if stop["unrecorded"] else "")
-                     + f", {stop['not_started']} not started; fix the setup and run the same command again")
+                     + f", {stop['not_started']} not started; "
+                     + ("start the engine" if outage else "fix the setup") + " and run the same command again")
+    infra = report["run"].get("infra_errors")
+    if infra and (infra["trials"] or infra["attempts_ended_by_engine_outage"]):  # first too: the figures lack them
+        lines.append(f"infrastructure errors: {infra['trials']} trial(s)"
+                     + (f" ({', '.join(f'{k} {n}' for k, n in infra['by_kind'].items())})" if infra["by_kind"] else "")
+                     + f", {'ABOVE' if infra['above_allowed'] else 'within'} execution.max_infra_errors "
+                     f"({infra['allowed']}); attempts an engine outage ended and that ran again: "
+                     f"{infra['attempts_ended_by_engine_outage']}")
+        lines += [f"    {e['trial']}: {e['kind']}: {e['reason']}" for e in infra["examples"]]
+        if infra["trials"] > len(infra["examples"]):
+            lines.append(f"    ... {infra['trials'] - len(infra['examples'])} more (`trialbox run --rerun-infra-errors` "
+                         "on the run folder runs them again)")
     lines.append(f"run {report['run']['id']}: {report['run']['finished_trials']}/{report['run']['planned_trials']} trials"
                  + ("  (PROVISIONAL: unfinished)" if report["run"]["provisional"] else ""))
     if report["run"].get("stopped_by_cost_cap"):

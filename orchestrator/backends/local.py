@@ -10,8 +10,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import docker
+import docker.errors
 
 from ..ahead import Ahead, discard_readied
+from ..engine import RUN_LABEL
 from ..grading.runner import GraderLimits
 from ..manifest import LoadedManifest
 from ..sandbox.docker import docker_host
@@ -81,6 +83,23 @@ class LocalBackend:
         self.ahead.close()  # what was made ahead, removed (disks and volumes too)
         remove_run_containers(self.client, self.paths.key)
         return finished
+
+    def after_outage(self) -> list[str]:
+        """After an engine outage, with none of the run's trials running: discard what was made ahead (made
+        before the outage, or half made during it) and remove what the outage left of the run on the engine
+        (containers the engine's stop killed and the trials could not remove, their volumes); returns them."""
+        self.ahead.keep(deque())
+        removed = remove_run_containers(self.client, self.paths.key)
+        try:
+            for v in self.client.volumes.list(filters={"label": f"{RUN_LABEL}={self.paths.key}"}):
+                try:
+                    v.remove(force=True)
+                    removed.append(v.name)
+                except docker.errors.APIError:
+                    pass  # still in use by a container being removed: gc removes it
+        except docker.errors.DockerException:
+            pass
+        return removed
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,180 @@
+"""An engine outage mid-run, on the real engine (issue 25, item 1): the Docker daemon is stopped after three trials
+of a 12-trial run (6 oracle, 6 nop, 2 at once) and started again about ten seconds later by the project's own
+start script (`scripts/ensure-docker.sh`), with a stale pid file left where the stopped daemon's was. The run
+must pause instead of spending retries: every trial recorded once, the verdicts those of a run without the
+fault (oracle accepted, nop rejected), no attempt started while the engine was out, every replaced attempt one
+the outage ended, nothing of the run left on the engine.
+
+Other people's Docker tests share this engine: each stop and start is logged to /tmp/engine-outage.log, and the
+engine is started again whatever fails (``finally``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import docker as docker_sdk
+
+from orchestrator.store import RunPaths
+
+ENV = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+PID_FILE = Path("/var/run/docker.pid")
+CONTAINERD_PID = Path("/var/run/docker/containerd/containerd.pid")
+LOG = Path("/tmp/engine-outage.log")
+
+
+def _log(line: str) -> None:
+    with LOG.open("a") as fh:
+        fh.write(f"{subprocess.run(['date', '-u'], capture_output=True, text=True).stdout.strip()} {line}\n")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _answers() -> bool:
+    return subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True,
+                          timeout=30).returncode == 0
+
+
+def stop_engine() -> int:
+    """SIGTERM the daemon and wait until it has exited (its containers die with it: no live-restore)."""
+    pid = int(PID_FILE.read_text().strip())
+    try:
+        containerd = int(CONTAINERD_PID.read_text().strip())
+    except (OSError, ValueError):
+        containerd = None
+    _log("stopping engine for issue-25 test")
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 60
+    while (_pid_alive(pid) or (containerd and _pid_alive(containerd))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _pid_alive(pid), "dockerd did not stop within 60 s"
+    return pid
+
+
+def start_engine(repo_root: Path) -> subprocess.CompletedProcess:
+    """The project's own start logic; dockerd in a session of its own, so nothing of the test's takes it down."""
+    res = subprocess.run(["bash", str(repo_root / "scripts/ensure-docker.sh")], capture_output=True, text=True,
+                         timeout=180, start_new_session=True)
+    if _answers():
+        _log("engine back")
+    return res
+
+
+def _rows(out: Path) -> list[dict]:
+    db = sqlite3.connect(out / "results.sqlite")
+    try:
+        return [json.loads(r[0]) for r in db.execute("SELECT result FROM trials")]
+    finally:
+        db.close()
+
+
+def _wall(iso: str) -> float:
+    return dt.datetime.fromisoformat(iso).timestamp()
+
+
+def test_an_engine_outage_mid_run_is_waited_out_and_spends_no_retry(project, repo_root):
+    manifest = project / "examples" / "outage.yaml"
+    manifest.write_text("""experiment: {name: outage, seed: 3}
+candidates:
+  - {name: oracle, agent: oracle}
+  - {name: nop, agent: nop}
+environment: {cpu_limit: 1.0, cpu_reservation: 0.5, memory_limit_mb: 1024, memory_reservation_mb: 384, disk_limit_mb: 256}
+execution: {trials_per_task: 6, deadline_seconds: 300, concurrency: 2, engine_outage_wait_s: 300}
+tasks: {path: ../tasks, graders: ../graders, images: ../images, select: [textkit-slug-unicode]}
+""")
+    out = project / "runs" / "outage"
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(manifest), "--unchecked",
+                             "--out", str(out)], cwd=repo_root, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    finished = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if sum(x.startswith("[") for x in lines) >= 3:
+                finished.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    stopped_at = back_at = None
+    restart = None
+    try:
+        assert finished.wait(300), "\n".join(lines)
+        stopped_at = time.time()
+        dead = stop_engine()
+        stopped_for = time.time()
+        assert not _answers()
+        # a daemon killed rather than stopped leaves its pid file: the start logic must not trip on it
+        PID_FILE.write_text(f"{dead}\n")
+        time.sleep(max(0.0, 10 - (time.time() - stopped_at)))
+        restart = start_engine(repo_root)
+        back_at = time.time()
+        assert _answers(), restart.stdout + restart.stderr
+        assert "removing stale pid file /var/run/docker.pid" in restart.stdout, restart.stdout + restart.stderr
+        rc = proc.wait(timeout=900)
+    finally:
+        if not _answers():  # whatever failed above, the engine is left running
+            start_engine(repo_root)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(10)
+    text = "\n".join(lines)
+    err = proc.stderr.read()
+    assert rc == 0, text + err
+    print(f"engine stopped at {stopped_at:.1f} (gone {stopped_for - stopped_at:.1f}s later), answering again at "
+          f"{back_at:.1f} ({back_at - stopped_at:.1f}s out)\n{text}")
+
+    assert "engine outage: the Docker engine does not answer" in text
+    assert "engine outage over" in text
+    assert "retrying it once" not in text  # no trial's own retry spent
+
+    rows = _rows(out)
+    ids = [r["id"] for r in rows]
+    assert len(ids) == 12 and len(set(ids)) == 12  # every trial recorded exactly once
+    for r in rows:  # the verdicts of a run without the fault
+        expected = "accepted" if r["candidate"] == "oracle" else "rejected"
+        assert r["verdict"]["outcome"] == expected, (r["id"], r["verdict"])
+        # every attempt it replaced is one the outage ended, never a retry of its own
+        assert all(a["kind"] == "engine_outage" for a in r.get("previous_attempts") or []), r["previous_attempts"]
+    replaced = sum(len(r.get("previous_attempts") or []) for r in rows)
+    assert replaced >= 1  # the outage did end something in flight (two trials at once)
+
+    # no attempt started while the engine was out: every attempt's own record, the replaced ones' included
+    paths = RunPaths(out)
+    starts = []
+    for r in rows:
+        for n in range(1, r["attempt"] + 1):
+            verdict = paths.attempt(r["id"], n).verdict
+            if verdict.exists():
+                doc = json.loads(verdict.read_text())
+                if doc.get("started_at"):
+                    starts.append((r["id"], n, _wall(doc["started_at"])))
+    inside = [s for s in starts if stopped_at + 1 < s[2] < back_at - 1]
+    assert not inside, inside
+
+    engine = docker_sdk.from_env()
+    key = paths.key
+    assert not engine.containers.list(all=True, filters={"label": f"org.trialbox.run={key}"})
+    assert not engine.volumes.list(filters={"label": f"org.trialbox.run={key}"})
+    assert not (out / "stopped.json").exists()
+
+    report = subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", str(out)], capture_output=True,
+                            text=True, cwd=repo_root, env=ENV, timeout=300)
+    assert report.returncode == 0, report.stderr
+    assert report.stdout.splitlines()[0].startswith("infrastructure errors: 0 trial(s)"), report.stdout
