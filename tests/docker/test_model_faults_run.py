@@ -86,7 +86,10 @@ def test_overload_beyond_the_agents_retries_is_an_infrastructure_error_of_the_mo
     out = project / "runs" / "overloaded"
     busy = {"error": {"status": 529, "type": "overloaded_error", "message": "busy", "retry_after": 0}}
     res = _run(manifest, out, repo_root, {"kbusy": [busy] * 12})  # both attempts fail for good
-    assert res.returncode == 0, res.stdout + res.stderr
+    # recorded, and the exit code says the run ended with an infrastructure error (execution.max_infra_errors: 0)
+    assert res.returncode == 4, res.stdout + res.stderr
+    assert "1 trial(s) recorded as infrastructure errors (model_api 1)" in res.stderr
+    assert "more than execution.max_infra_errors (0)" in res.stderr and "Traceback" not in res.stderr
     assert "infrastructure error in ledger-negative-format/claude/0 (model_api): retrying it once" in res.stdout
     [(_, attempt, outcome, kind)] = _rows(out)
     assert (attempt, outcome, kind) == (2, "infra_error", "model_api")
