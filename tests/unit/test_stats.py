@@ -76,3 +76,26 @@ def test_paired_difference_and_sample_size():
     seven = paired_difference([1.0] * 7, [0.0] * 7, [str(i) for i in range(7)])
     assert seven.value == 1.0 and seven.interval[0] < 0.9
     assert sample_size_hint([0.1, -0.1, 0.2, 0.0], min_effect=0.05) > sample_size_hint([0.1, -0.1, 0.2, 0.0], min_effect=0.2)
+
+
+def test_a_cost_per_accepted_difference_is_the_difference_of_the_two_ratios_with_an_interval_around_it():
+    from orchestrator.stats import ratio_difference_interval
+
+    rng = np.random.default_rng(5)
+    clusters = [f"r{i % 12}" for i in range(40)]
+    cost_b = rng.lognormal(0, 0.5, 40) * 3
+    cost_c = cost_b * 1.4  # the candidate costs more on every task
+    acc_b = rng.integers(0, 4, 40)
+    acc_c = np.minimum(acc_b + 1, 3)
+    est = ratio_difference_interval(cost_c, acc_c, cost_b, acc_b, clusters)
+    assert est.value == pytest.approx(cost_c.sum() / acc_c.sum() - cost_b.sum() / acc_b.sum())
+    lo, hi = est.interval
+    assert lo < est.value < hi and hi - est.value == pytest.approx(est.value - lo)
+    # pairing: a cost every task shares counts once; the same costs unpaired (the baseline's tasks shuffled) are wider
+    shuffled = rng.permutation(40)
+    unpaired = ratio_difference_interval(cost_c, acc_c, cost_b[shuffled], acc_b[shuffled], clusters)
+    assert unpaired.interval[1] - unpaired.interval[0] > hi - lo
+    none = ratio_difference_interval(cost_c, acc_c, cost_b, np.zeros(40), clusters)
+    assert none.value is None and none.interval is None and "no accepted trial" in none.reason
+    one = ratio_difference_interval(cost_c, acc_c, cost_b, acc_b, ["r"] * 40)
+    assert one.value == pytest.approx(est.value) and one.interval is None
