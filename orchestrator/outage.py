@@ -289,7 +289,7 @@ def docker_probe(client: Any, timeout: float = 5.0) -> Callable[[], None]:
     def probe() -> None:
         # a new connection each time: a kept-alive one goes on being answered by a daemon that is shutting down
         # (its socket already gone, new connections refused), which would hide the outage
-        fresh = docker.DockerClient(base_url=_base_url(client), version=client.api.api_version, timeout=timeout)
+        fresh = docker.from_env(version=client.api.api_version, timeout=timeout)  # as ``engine.connect`` does
         try:
             fresh.api.ping()
             fresh.api.containers(all=True, limit=1)
@@ -297,15 +297,6 @@ def docker_probe(client: Any, timeout: float = 5.0) -> Callable[[], None]:
             fresh.close()
 
     return probe
-
-
-def _base_url(client: Any) -> str:
-    import os
-
-    url = getattr(client.api, "base_url", "") or ""
-    if url.startswith("http+docker://"):  # docker-py's spelling of a Unix socket: the socket's path is the env's
-        return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    return url
 
 
 __all__ = ["EngineOutage", "EngineWatch", "MAX_OUTAGE_ATTEMPTS", "OUTAGE_EXIT_CODE", "OUTAGE_KIND", "Window",

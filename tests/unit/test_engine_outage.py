@@ -422,3 +422,18 @@ def test_as_outage_keeps_everything_but_the_verdict():
     o = as_outage(r, "engine outage: x")
     assert o.is_infra_error and o.verdict.kind == OUTAGE_KIND and o.verdict.reasons == ["engine outage: x"]
     assert o.id == r.id and o.attempt == r.attempt and o.cost == r.cost
+
+
+def test_a_run_stopped_by_an_outage_says_so_first():
+    from orchestrator.summary import _run_lines
+
+    stop = {"reason": "the run stopped: the Docker engine has not answered for 601s", "unrecorded": ["t/a/0"],
+            "not_started": 3, "cause": "engine_outage"}
+    report = {"run": {"id": "r", "finished_trials": 1, "planned_trials": 5, "provisional": True, "stopped": stop},
+              "nodes": {}, "warnings": []}
+    lines = _run_lines(report)
+    assert lines[0].startswith("RUN STOPPED on an engine outage: the run stopped: the Docker engine")
+    assert "1 trial(s) that ended on it (t/a/0), 3 not started; start the engine and run the same command again" \
+        in lines[1]
+    stop["cause"] = "configuration"
+    assert _run_lines(report)[0].startswith("RUN STOPPED on a configuration error")
