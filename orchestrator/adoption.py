@@ -3,7 +3,8 @@
 ADOPT only when every declared bound is passed by its interval (the difference's lower bound above ``min_delta``,
 the cost per accepted run's upper bound below its bound, on a cost that is not a lower bound) and no blocking
 criterion failed in any trial; REJECT when an interval lies wholly on the wrong side or a blocking criterion
-failed; INCONCLUSIVE otherwise, and on fewer than ``MIN_CLUSTERS`` clusters; NONE with no rule or on a
+failed; INCONCLUSIVE otherwise, and on fewer than ``MIN_CLUSTERS`` clusters among the compared tasks (those both
+candidates have the trials the metric needs, not the run's); NONE with no rule or on a
 provisional report. Every decision carries its reasons.
 """
 
@@ -24,11 +25,14 @@ def adoption(report: dict[str, Any], by_cand: dict[str, list[TrialResult]], m: M
         return {"decision": "NONE", "reasons": ["the run is unfinished: the report is provisional and decides nothing"]}
     comp = next(c for c in report["comparisons"] if c["candidate"] == rule.candidate and c["baseline"] == rule.baseline)
     diff, reasons = comp["difference"], []
-    clusters = report["intervals"]["clusters"]
+    clusters = comp.get("paired_clusters", report["intervals"]["clusters"])  # what is compared, not the run
     if clusters < MIN_CLUSTERS:
+        whole = report["intervals"]["clusters"]
         return {"decision": "INCONCLUSIVE",
-                "reasons": [f"only {clusters} cluster(s): no interval was shown to hold its coverage below "
-                            f"{MIN_CLUSTERS}, so no decision is made on them"]}
+                "reasons": [f"only {clusters} cluster(s) among the {comp['paired_tasks']} compared task(s)"
+                            + (f" (the run has {whole})" if whole != clusters else "")
+                            + f": no interval was shown to hold its coverage below {MIN_CLUSTERS}, so no decision "
+                            "is made on them"]}
     blocked = sorted({c.name for r in by_cand[rule.candidate] for c in r.verdict.criteria
                       if c.name in rule.blocking_criteria and not c.passed})
     cost = report["candidates"][rule.candidate]["cost_per_accepted_usd"]

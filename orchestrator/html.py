@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .summary import model_side, money
+from .summary import _money_estimate, model_side, money
 from .textsafe import html_text
 
 W, H, PAD = 520, 260, 44
@@ -157,7 +157,7 @@ def render(report: dict[str, Any]) -> str:
                     f"({_esc(infra['allowed'])}): "
                     + _esc("; ".join(f"{e['trial']}: {e['reason']}" for e in infra["examples"])) + "</p>") + warnings
     cost_table, ablation_table, node_table = _cost_table(report), _ablation_table(report), _node_table(report)
-    cost_table = _model_side_table(report) + cost_table
+    cost_table = _model_side_table(report) + cost_table + _comparison_table(report)
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>trialbox report</title>
 <style>body{{font:14px system-ui,sans-serif;margin:24px;max-width:1100px}}figure{{display:inline-block;margin:8px}}
 figcaption{{font-weight:600;margin-bottom:4px}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px}}
@@ -217,6 +217,30 @@ def _cost_table(report: dict[str, Any]) -> str:
                   + "<th>whole</th><th>CPU-hours</th><th>GiB-hours</th><th>human minutes</th><th>used without a price</th>"
                   f"</tr>{cost_rows}</table>") if cost_rows else ""
     return cost_table
+
+
+def _comparison_table(report: dict[str, Any]) -> str:
+    """Each comparison on the tasks it compares: both sides' primary metric and cost per accepted run over those
+    tasks only (``commonground``), the paired difference and the cost difference with their intervals."""
+    fmt = lambda e: "n/a" if not e or e.get("value") is None else f"{e['value']:.3f}" + (  # noqa: E731
+        f" [{e['interval'][0]:.3f}, {e['interval'][1]:.3f}]" if e.get("interval") else "")
+    rows = []
+    for comp in report["comparisons"]:
+        ground = comp.get("on_paired_tasks") or {}
+        b, c = ground.get("baseline") or {}, ground.get("candidate") or {}
+        rows.append(f"<tr><td>{_esc(comp['candidate'])} − {_esc(comp['baseline'])}</td>"
+                    f"<td>{_esc(comp['paired_tasks'])} ({_esc(comp.get('paired_clusters'))} clusters)</td>"
+                    f"<td>{_esc(fmt(b.get('metric')))}</td><td>{_esc(fmt(c.get('metric')))}</td>"
+                    f"<td>{_esc(fmt(comp['difference']))}</td>"
+                    f"<td>{_esc(_money_estimate(b.get('cost_per_accepted_usd')))}</td>"
+                    f"<td>{_esc(_money_estimate(c.get('cost_per_accepted_usd')))}</td>"
+                    f"<td>{_esc(_money_estimate(comp.get('cost_per_accepted_difference')))}</td></tr>")
+    if not rows:
+        return ""
+    return (f"<h2>Comparisons, on the tasks each compares ({_esc(report['primary_metric'])}; the candidates' own "
+            "figures are over all their tasks)</h2><table><tr><th>comparison</th><th>paired tasks</th><th>baseline</th>"
+            "<th>candidate</th><th>difference</th><th>baseline cost per accepted</th><th>candidate cost per accepted"
+            "</th><th>cost difference</th></tr>" + "".join(rows) + "</table>")
 
 
 def _ablation_table(report: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ from collections import defaultdict
 from typing import Any
 
 from .ablation import ablation
+from .commonground import common_ground
 from .adoption import adoption
 from .costs import TrialCost, locked_costs, trial_cost, unpriced_warning
 from .manifest import Manifest
@@ -201,7 +202,7 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
         report["warnings"].append("at this run's shape the 95% intervals were measured outside 93-97% coverage: "
                                   + ", ".join(report["intervals"]["coverage_outside_93_97"])
                                   + " (simulated; see intervals.coverage_at_this_shape)")
-    _compare(report, by_cand, m, cluster_of)
+    _compare(report, by_cand, m, cluster_of, costs)
     report["ablations"] = [ablation(c, m.baseline, by_cand, m, cluster_of) for c in m.candidates if c.ablation_of]
     report["warnings"] += _cost_warnings(report, m, repriced)
     report["warnings"] = integrity_warnings(report) + report["warnings"]  # first: they question every figure
@@ -277,8 +278,9 @@ def _node_warnings(nodes: dict[str, Any]) -> list[str]:
 
 
 def _compare(report: dict[str, Any], by_cand: dict[str, list[TrialResult]], m: Manifest,
-             cluster_of: dict[str, str]) -> None:
-    """Each candidate against the baseline, paired per task, on the tasks both have the trials the metric needs."""
+             cluster_of: dict[str, str], costs: dict[str, TrialCost]) -> None:
+    """Each candidate against the baseline, paired per task, on the tasks both have the trials the metric needs;
+    both sides' figures and the cost difference are taken over those same tasks (``commonground``)."""
     baseline = m.baseline
     base = per_task_values(by_cand[baseline], m)
     for c in m.candidates:
@@ -288,11 +290,14 @@ def _compare(report: dict[str, Any], by_cand: dict[str, list[TrialResult]], m: M
         tasks = sorted(set(base) & set(cand))  # only tasks where both have the trials the metric needs
         diff = paired_difference([cand[t] for t in tasks], [base[t] for t in tasks], [cluster_of[t] for t in tasks],
                                  m.analysis.confidence, seed=m.experiment.seed)
-        cb, cc = (report["candidates"][n]["cost_per_accepted_usd"]["value"] for n in (baseline, c.name))
+        ground = common_ground(by_cand[baseline], by_cand[c.name], tasks, m, cluster_of, costs)
         report["comparisons"].append({
             "baseline": baseline, "candidate": c.name, "metric": report["primary_metric"], "paired_tasks": len(tasks),
+            "paired_clusters": ground["clusters"], "paired_effective_clusters": ground["effective_clusters"],
             "difference": diff.to_dict() if tasks else {"value": None, "interval": None, "reason": "no task in common"},
-            "cost_per_accepted_difference_usd": (cc - cb) if cb is not None and cc is not None else None,
+            "on_paired_tasks": {"baseline": ground["baseline"], "candidate": ground["candidate"]},
+            "cost_per_accepted_difference": ground["cost_per_accepted_difference"],
+            "cost_per_accepted_difference_usd": ground["cost_per_accepted_difference"]["value"],
             "per_task": {t: cand[t] - base[t] for t in tasks},
             "tasks_left_out": {
                 "baseline_only": sorted(set(base) - set(cand)), "candidate_only": sorted(set(cand) - set(base)),

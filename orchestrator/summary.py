@@ -14,6 +14,8 @@ def money(x: float | None) -> str:
     """USD with at least two significant digits (machine costs of a short trial are fractions of a cent)."""
     if x is None:
         return "n/a"
+    if x < 0:
+        return "-" + money(-x)
     if x == 0 or abs(x) >= 0.01:
         return f"${x:.4f}"
     return f"${x:.{2 - math.floor(math.log10(abs(x)))}f}"
@@ -153,6 +155,12 @@ def model_side_lines(c: dict[str, Any]) -> list[str]:
     return [f"    {line}"] if line else []
 
 
+def _money_estimate(e: dict[str, Any] | None) -> str:
+    if not e or e.get("value") is None:
+        return "n/a" + (f" ({e['reason']})" if e and e.get("reason") else "")
+    return money(e["value"]) + (f" [{money(e['interval'][0])}, {money(e['interval'][1])}]" if e.get("interval") else "")
+
+
 def _comparison_lines(report: dict[str, Any]) -> list[str]:
     fmt = _estimate
     lines: list[str] = []
@@ -160,6 +168,16 @@ def _comparison_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"{comp['candidate']} − {comp['baseline']} ({comp['metric']}, {comp['paired_tasks']} paired tasks): "
                      f"{fmt(comp['difference'])}" + (f"; sample-size hint {comp['sample_size_hint']} tasks"
                                                      if comp.get("sample_size_hint") else ""))
+        ground = comp.get("on_paired_tasks") or {}
+        if ground.get("baseline") and ground.get("candidate"):
+            b, c = ground["baseline"], ground["candidate"]
+            lines.append(f"    on these {comp['paired_tasks']} tasks ({comp['paired_clusters']} cluster(s), "
+                         f"{comp['paired_effective_clusters']} effective; each candidate's figures above are over all "
+                         f"its own tasks): {comp['metric']} {comp['baseline']} {fmt(b['metric'])}, {comp['candidate']} "
+                         f"{fmt(c['metric'])}; cost per accepted run {comp['baseline']} "
+                         f"{_money_estimate(b['cost_per_accepted_usd'])}, {comp['candidate']} "
+                         f"{_money_estimate(c['cost_per_accepted_usd'])}, difference "
+                         f"{_money_estimate(comp['cost_per_accepted_difference'])}")
         left = comp.get("tasks_left_out") or {}
         out = sum(len(left.get(k) or []) for k in ("baseline_only", "candidate_only", "neither"))
         if out:

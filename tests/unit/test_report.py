@@ -206,3 +206,48 @@ def test_per_task_values_are_what_the_means_are_taken_over(tmp_path):
             assert new[metric][k]["value"] == pytest.approx(sum(values) / len(values))
     assert sum(t["accepted"] for t in new["per_task"].values()) == new["n_accepted"]
     assert sum(t["trials"] for t in new["per_task"].values()) == new["n_trials_in_denominator"]
+
+
+def test_a_comparison_prints_both_sides_on_the_tasks_it_compares_and_checks_the_minimum_there(tmp_path):
+    """Issue 26, item 4: the baseline ran 30 tasks from 12 repositories, the candidate finished only the first 10
+    (from 8 of them). The run has 12 clusters, the comparison 8: no decision. Both sides' figures over the 10
+    compared tasks subtract to the paired difference; the cost difference has an interval."""
+    from orchestrator.summary import terminal
+
+    paths = RunPaths(tmp_path / "run")
+    store = Store(paths)
+    paths.lock.write_text("{}")
+    rng = random.Random(4)
+    repo = {t: f"repo{min(i, 7) if i < 10 else 8 + i % 4}" for i, t in enumerate(TASKS)}  # t00-t09: repos 0-7
+    for t in TASKS:
+        for cand, p, cost in (("base", 0.3, 0.1), ("new", 0.8, 0.15)):
+            if cand == "new" and t >= "t10":
+                continue
+            for r in range(3):
+                ok = rng.random() < p
+                store.record(TrialResult.from_dict({
+                    "id": f"{t}/{cand}/{r}", "task": t, "candidate": cand, "replicate": r, "attempt": 1, "retries": 0,
+                    "cost_usd": cost * (1 + rng.random()), "duration_s": 10.0, "usage": MEASURED,
+                    "verdict": {"outcome": "accepted" if ok else "rejected", "kind": None, "accepted": ok, "reasons": [],
+                                "criteria": [], "grader_version": "g"}}), [])
+    store.close()
+    m = manifest(min_delta=0.1)
+    m = m.model_copy(update={"analysis": m.analysis.model_copy(update={"cluster_by": "cluster"})})
+    report = build_report(paths, m, {t: "easy" for t in TASKS}, repo, 30 * 3 + 10 * 3)
+    comp = report["comparisons"][0]
+    assert comp["paired_tasks"] == 10 and comp["paired_clusters"] == 8 and report["intervals"]["clusters"] == 12
+    assert report["adoption"]["decision"] == "INCONCLUSIVE"
+    assert "only 8 cluster(s) among the 10 compared task(s) (the run has 12)" in report["adoption"]["reasons"][0]
+    base, new = comp["on_paired_tasks"]["baseline"], comp["on_paired_tasks"]["candidate"]
+    assert new["metric"]["value"] - base["metric"]["value"] == pytest.approx(comp["difference"]["value"])
+    # the baseline's headline figure is over its 30 tasks, not the 10 compared
+    assert report["candidates"]["base"]["acceptance_rate"] != pytest.approx(base["metric"]["value"])
+    cd = comp["cost_per_accepted_difference"]
+    assert cd["value"] == pytest.approx(new["cost_per_accepted_usd"]["value"] - base["cost_per_accepted_usd"]["value"])
+    assert cd["interval"][0] < cd["value"] < cd["interval"][1] and comp["cost_per_accepted_difference_usd"] == cd["value"]
+    text = terminal(report)
+    assert "on these 10 tasks (8 cluster(s)" in text and "each candidate's figures above are over all its own tasks" in text
+    from orchestrator.html import render
+
+    page = render(report)
+    assert "Comparisons, on the tasks each compares" in page and "10 (8 clusters)" in page
