@@ -194,3 +194,79 @@ tasks: {path: ../tasks, graders: ../graders, images: ../images, select: [textkit
                             text=True, cwd=repo_root, env=ENV, timeout=300)
     assert report.returncode == 0, report.stderr
     assert report.stdout.splitlines()[0].startswith("infrastructure errors: 0 trial(s)"), report.stdout
+
+
+def test_resume_runs_again_the_infrastructure_errors_whose_retry_was_not_spent(project, repo_root):
+    """Item 2 on the real engine, without stopping it: a finished run's store is given what an earlier version
+    recorded after an outage (a retry spent within the outage's seconds) and an infrastructure error of a
+    trial's own (its retry spent on it); `run` again runs the first again and keeps the second (exit 4 with
+    execution.max_infra_errors 0, the report's first lines naming it); `--rerun-infra-errors` runs it too."""
+    manifest = project / "examples" / "resume-infra.yaml"
+    manifest.write_text("""experiment: {name: resume-infra, seed: 5}
+candidates:
+  - {name: oracle, agent: oracle}
+  - {name: nop, agent: nop}
+environment: {cpu_limit: 1.0, cpu_reservation: 0.5, memory_limit_mb: 1024, memory_reservation_mb: 384, disk_limit_mb: 256}
+execution: {trials_per_task: 2, deadline_seconds: 300, concurrency: 2}
+tasks: {path: ../tasks, graders: ../graders, images: ../images, select: [textkit-slug-unicode]}
+""")
+    out = project / "runs" / "resume-infra"
+
+    def run(*extra):
+        return subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(manifest), "--unchecked", "--out",
+                               str(out), *extra], capture_output=True, text=True, cwd=repo_root, env=ENV, timeout=900)
+
+    first = run()
+    assert first.returncode == 0, first.stdout + first.stderr
+    outage_trial, own_trial = "textkit-slug-unicode/oracle/0", "textkit-slug-unicode/nop/1"
+    db = sqlite3.connect(out / "results.sqlite")
+    try:
+        for trial, kind, detail, earlier in (
+                (outage_trial, "sandbox", "engine refused: database not open",
+                 "no Docker engine answers (is dockerd running? `make setup` starts one)"),
+                (own_trial, "grader_start", "the grader could not start", "the grader could not start")):
+            doc = json.loads(db.execute("SELECT result FROM trials WHERE id = ?", (trial,)).fetchone()[0])
+            doc.update(attempt=2, retries=1, verdict={"outcome": "infra_error", "kind": kind, "accepted": False,
+                                                      "reasons": [detail], "criteria": [], "grader_version": "t"},
+                       previous_attempts=[{"attempt": 1, "kind": kind, "detail": earlier, "node": None,
+                                           "cost_usd": 0.0, "usage": None, "interventions": 0}])
+            db.execute("UPDATE trials SET attempt=2, retries=1, outcome='infra_error', outcome_kind=?, accepted=0, "
+                       "result=? WHERE id=?", (kind, json.dumps(doc), trial))
+        db.commit()
+    finally:
+        db.close()
+
+    again = run()
+    assert again.returncode == 4, again.stdout + again.stderr
+    assert f"running again 1 trial(s) recorded as infrastructure errors with their retry not spent: {outage_trial}" \
+        in again.stdout
+    assert f"spent their retry and are kept as they are ({own_trial}); `trialbox run --rerun-infra-errors`" \
+        in again.stdout
+    assert "1 trial(s) recorded as infrastructure errors (grader_start 1)" in again.stderr
+    assert "more than execution.max_infra_errors (0)" in again.stderr and "Traceback" not in again.stderr
+    rows = {r["id"]: r for r in _rows(out)}
+    assert len(rows) == 4 and rows[outage_trial]["verdict"]["outcome"] == "accepted"
+    assert rows[outage_trial]["attempt"] == 3 and [a["attempt"] for a in rows[outage_trial]["previous_attempts"]] == [1, 2]
+    report = subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", str(out)], capture_output=True,
+                            text=True, cwd=repo_root, env=ENV, timeout=300)
+    first_lines = report.stdout.splitlines()
+    assert first_lines[0].startswith("infrastructure errors: 1 trial(s) (grader_start 1), ABOVE "
+                                     "execution.max_infra_errors (0)"), report.stdout
+    assert first_lines[1].strip() == f"{own_trial}: grader_start: the grader could not start"
+
+    every = run("--rerun-infra-errors")
+    assert every.returncode == 0, every.stdout + every.stderr
+    assert f"running again 1 trial(s) every infrastructure error (--rerun-infra-errors): {own_trial}" in every.stdout
+    rows = {r["id"]: r for r in _rows(out)}
+    assert len(rows) == 4
+    for r in rows.values():
+        assert r["verdict"]["outcome"] == ("accepted" if r["candidate"] == "oracle" else "rejected"), r["verdict"]
+    db = sqlite3.connect(out / "results.sqlite")
+    try:
+        history = sorted(db.execute("SELECT trial_id, attempt, outcome FROM superseded").fetchall())
+        assert db.execute("SELECT count(*) FROM trials").fetchone()[0] == 4
+    finally:
+        db.close()
+    assert history == [(own_trial, 2, "infra_error"), (outage_trial, 2, "infra_error")]
+    engine = docker_sdk.from_env()
+    assert not engine.containers.list(all=True, filters={"label": f"org.trialbox.run={RunPaths(out).key}"})
