@@ -2,12 +2,12 @@
 tests/unit/test_coverage.py.
 
 For every estimand the report prints an interval for (pass@1, pass^2 of 5, the paired difference, cost per accepted
-run, the ablation share), at 10, 20 and 50 clusters whose sizes are equal-ish (2-12 tasks), one cluster holding 45%
+run and its difference between two candidates, the ablation share), at 10, 20 and 50 clusters whose sizes are equal-ish (2-12 tasks), one cluster holding 45%
 of the tasks, or Zipf-like (the g-th largest proportional to 1/g), at per-task success rates near 2%, 50% and 98%,
 with a repository effect as strong as the task effect and with none: the coverage of the nominal 95% interval and
 its median width over N simulated experiments per cell (1,000 by default: a coverage standard error of about 0.7
 points). Cells outside 93-97% are marked. The README's statistics section holds its last table.
-Run: .venv/bin/python benchmarks/coverage.py [experiments]
+Run: .venv/bin/python benchmarks/coverage.py [experiments] [estimand ...]
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ SHAPES = ("uniform", "dominant", "zipf")
 CLUSTERS = (10, 20, 50)
 RATES = (0.02, 0.5, 0.98)
 EFFECTS = (1.0, 0.0)
-ESTIMANDS = ("pass@1", "pass^k", "difference", "cost_per_accepted", "share")
+ESTIMANDS = ("pass@1", "pass^k", "difference", "cost_per_accepted", "cost_difference", "share")
 
 
-def main(reps: int) -> None:
+def main(reps: int, only: tuple[str, ...] = ()) -> None:
     print(f"{'estimand':18s} {'shape':9s} {'G':>3s} {'rate':>5s} {'repo sd':>7s} {'coverage':>9s} {'width':>7s}")
     outside = 0
     cells = 0
-    for estimand in ESTIMANDS:
+    for estimand in only or ESTIMANDS:
         for shape in SHAPES:
             for clusters in CLUSTERS:
                 for rate in RATES:
@@ -49,4 +49,4 @@ def main(reps: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000, tuple(sys.argv[2:]))

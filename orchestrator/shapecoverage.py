@@ -25,7 +25,7 @@ BAND = (0.93, 0.97)
 
 def _key(sizes: tuple[int, ...], trials: int, rate: float, confidence: float) -> str:
     doc = json.dumps({"sizes": sorted(sizes), "trials": trials, "rate": round(rate, 2), "confidence": confidence,
-                      "reps": SHAPE_REPS, "model": 1}, sort_keys=True)
+                      "reps": SHAPE_REPS, "model": 2}, sort_keys=True)
     return hashlib.sha256(doc.encode()).hexdigest()[:24]
 
 

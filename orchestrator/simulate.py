@@ -16,7 +16,9 @@ simulated experiment with ``G`` clusters:
   design's improvement that persists is the ratio of the two expected
   improvements;
 * a trial's cost is ``exp(N(cost_mu + v_g, 0.5²))`` with a cluster effect
-  ``v_g ~ N(0, 0.5²)`` on the log cost (some repositories are dearer).
+  ``v_g ~ N(0, 0.5²)`` on the log cost (some repositories are dearer); for the
+  cost difference, the second candidate's trials cost ``exp(N(cost_mu +
+  cost_effect + v_g, 0.5²))`` (the same repositories are dearer for both).
 
 The truth is the superpopulation value (a new experiment draws new clusters
 and tasks): the expected per-task pass@1 / pass^k, the expected paired
@@ -33,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .stats import fieller_set, in_fieller_set, mean_interval, pass_hat_k, ratio_interval
+from .stats import fieller_set, in_fieller_set, mean_interval, pass_hat_k, ratio_difference_interval, ratio_interval
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,8 @@ class Model:
     drawn from ``sizes``), ``zipf`` (the g-th largest proportional to 1/g, 7 tasks per cluster on average), or
     ``fixed`` (exactly ``fixed_sizes``: a run's own)."""
     fixed_sizes: tuple[int, ...] = ()
+    cost_effect: float = 0.25
+    """The second candidate's log-cost shift, for the cost per accepted run's difference."""
 
 
 def cluster_sizes(model: Model, rng: np.random.Generator) -> np.ndarray:
@@ -106,21 +110,26 @@ def truth(model: Model, estimator: str, k: int = 1) -> float:
     if estimator == "cost_per_accepted":
         mean_cost = math.exp(model.cost_mu + (0.5 ** 2 + 0.5 ** 2) / 2)
         return mean_cost / _expected(lambda x: _expit(model.mu + x), sd)
+    if estimator == "cost_difference":
+        mean_cost = math.exp(model.cost_mu + (0.5 ** 2 + 0.5 ** 2) / 2)
+        return (mean_cost * math.exp(model.cost_effect) / _expected(lambda x: _expit(model.mu + model.effect + x), sd)
+                - mean_cost / _expected(lambda x: _expit(model.mu + x), sd))
     raise ValueError(estimator)
 
 
-def experiment(model: Model, rng: np.random.Generator, k: int = 1, ablation: bool = False
+def experiment(model: Model, rng: np.random.Generator, k: int = 1, ablation: bool = False, costs: bool = False
                ) -> dict[str, tuple[list[float], ...]]:
     """One simulated experiment: per-task values and clusters for each estimator (``share`` only with
-    ``ablation``: its third candidate's draws come last, so the other estimators' streams do not change)."""
+    ``ablation``, ``cost_difference`` only with ``costs``: their extra draws come last, so the other estimators'
+    streams do not change)."""
     sizes = cluster_sizes(model, rng)
     cluster = np.repeat(np.arange(len(sizes)), sizes)
     names = [str(c) for c in cluster]
     logit = model.mu + rng.normal(0, model.cluster_sd, model.clusters)[cluster] + rng.normal(0, model.task_sd, cluster.size)
     accepted = rng.binomial(model.trials, _expit(logit))
     accepted_b = rng.binomial(model.trials, _expit(logit + model.effect))
-    cost = np.exp(model.cost_mu + rng.normal(0, 0.5, model.clusters)[cluster][:, None]
-                  + rng.normal(0, 0.5, (cluster.size, model.trials))).sum(axis=1)
+    dearer = rng.normal(0, 0.5, model.clusters)[cluster][:, None]
+    cost = np.exp(model.cost_mu + dearer + rng.normal(0, 0.5, (cluster.size, model.trials))).sum(axis=1)
     out = {"pass@1": (list(accepted / model.trials), names),
            "pass^k": ([pass_hat_k(model.trials, int(c), k) for c in accepted], names),
            "difference": (list((accepted_b - accepted) / model.trials), names),
@@ -128,6 +137,11 @@ def experiment(model: Model, rng: np.random.Generator, k: int = 1, ablation: boo
     if ablation:
         accepted_c = rng.binomial(model.trials, _expit(logit + model.ablated_effect))
         out["share"] = (list((accepted_c - accepted) / model.trials), list((accepted_b - accepted) / model.trials), names)
+    if costs:
+        cost_b = np.exp(model.cost_mu + model.cost_effect + dearer
+                        + rng.normal(0, 0.5, (cluster.size, model.trials))).sum(axis=1)
+        out["cost_difference"] = (list(cost_b), list(accepted_b.astype(float)), list(cost),
+                                  list(accepted.astype(float)), names)
     return out
 
 
@@ -145,13 +159,15 @@ def coverage_and_width(model: Model, estimator: str, reps: int, seed: int = 0, c
     held = 0
     widths: list[float] = []
     for _ in range(reps):
-        data = experiment(model, rng, k, ablation=estimator == "share")[estimator]
+        data = experiment(model, rng, k, ablation=estimator == "share", costs=estimator == "cost_difference")[estimator]
         if estimator == "share":  # the Fieller set, bounded or not, holds the truth or not
             coefficients = fieller_set(data[0], data[1], data[2], confidence)
             held += coefficients is not None and in_fieller_set(target, coefficients)
             continue
         if estimator == "cost_per_accepted":
             est = ratio_interval(data[0], data[1], data[2], confidence, resamples=1)
+        elif estimator == "cost_difference":
+            est = ratio_difference_interval(*data, confidence=confidence)
         else:
             est = mean_interval(data[0], data[1], confidence, bounded=estimator != "difference")
         held += est.interval is not None and est.interval[0] <= target <= est.interval[1]
@@ -160,7 +176,7 @@ def coverage_and_width(model: Model, estimator: str, reps: int, seed: int = 0, c
     return held / reps, (float(np.median(widths)) if widths else None)
 
 
-SHAPE_ESTIMANDS = ("pass@1", "pass^k", "difference", "cost_per_accepted")
+SHAPE_ESTIMANDS = ("pass@1", "pass^k", "difference", "cost_per_accepted", "cost_difference")
 SHAPE_REPS = 400
 """Simulated experiments per estimand for a run's own shape (a coverage standard error of about 1.1 points)."""
 

@@ -37,6 +37,7 @@ SHAPE_CELLS = [  # (estimand, shape, clusters, rate, repository sd)
     ("pass@1", "dominant", 20, 0.5, 1.0), ("pass@1", "dominant", 50, 0.02, 1.0),
     ("difference", "dominant", 50, 0.5, 1.0), ("difference", "zipf", 20, 0.5, 1.0),
     ("cost_per_accepted", "dominant", 20, 0.5, 1.0),
+    ("cost_difference", "uniform", 20, 0.5, 1.0), ("cost_difference", "dominant", 50, 0.5, 1.0),
     ("pass^k", "uniform", 20, 0.1, 1.0), ("pass^k", "dominant", 20, 0.1, 1.0),
     # 50 Zipf-sized repositories (the largest 22% of the tasks, half of them of one or two tasks) with a strong
     # repository effect: measured just under the band (issue 26 stays open on it)
