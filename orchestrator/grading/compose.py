@@ -24,7 +24,7 @@ from ..textsafe import path_bytes
 from .tree import Tree, resolve
 from .trusted import config_copy, trusted_tests
 from ..pyparse import parse
-from .seal import Corpus, Seal, bases_named, located, seal_source
+from .seal import Corpus, Seal, bases_named, located, refusing_names, seal_source
 
 
 MAX_GRADER_PATH = 3800
@@ -447,6 +447,16 @@ def _imports(source: bytes | None) -> str:
     return "\n".join(p for p in parts if p) + ("\n\n\n" if parts else "")
 
 
+def _module(source: bytes) -> ast.Module | None:
+    """A Python file's syntax tree (None: not UTF-8 Python, or too large to read so)."""
+    if len(source) > 2 << 20:
+        return None
+    try:
+        return parse(source.decode("utf-8"))
+    except (UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
 def _sealed(trusted: dict[str, bytes], files: list[str], nodes: list[str],
             original: Tree | None, instruction: bytes = b"") -> tuple[dict[str, bytes], dict[str, list[Seal]]]:
     """The trusted test files with their requested tests' sealable assertions sealed (``seal.seal_source``), and the
@@ -456,6 +466,12 @@ def _sealed(trusted: dict[str, bytes], files: list[str], nodes: list[str],
     out = dict(trusted)
     seals: dict[str, list[Seal]] = {}
     bases = bases_named(trusted)
+    # a refusal made in a fixture or helper of any trusted file, or of the repository's conftest.py files and test
+    # folders (a fixture a test takes from there), makes a value after it no secret
+    helpers = {**{p: d for p, d in (original.files.items() if original is not None else [])
+                  if p.endswith(".py") and (posixpath.basename(p).startswith("conftest")
+                                            or any("test" in part for part in p.split("/")[:-1]))}, **trusted}
+    refusing = refusing_names([m for m in map(_module, helpers.values()) if m is not None])
     for file in files:
         source = trusted.get(file)
         if source is None or not file.endswith(".py"):
@@ -467,7 +483,7 @@ def _sealed(trusted: dict[str, bytes], files: list[str], nodes: list[str],
         requested = [n for n in nodes if posixpath.normpath(n.split("::", 1)[0]) == file]
         seen = (original.files.get(file, b"") if original is not None else b"") + b"\n" + instruction
         elsewhere = {name for path, names in bases.items() if path != file for name in names}
-        sealed, found = seal_source(text, file, requested, seen, elsewhere)
+        sealed, found = seal_source(text, file, requested, seen, elsewhere, refusing)
         if found:
             out[file] = sealed.encode("utf-8")
             for seal in found:

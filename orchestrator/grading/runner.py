@@ -355,7 +355,21 @@ def _root_run(sandbox: Sandbox, script: str, args: list[str], what: str) -> list
 
 
 def _between_groups(sandbox: Sandbox, comp: Composition, when: str, outputs: tuple[str, ...] = (),
-                    run: TestRun | None = None) -> list[str]:
+                    run: TestRun | None = None, code_ran: bool = True) -> list[str]:
+    """``_check_between_groups``; where the code under test has run (``code_ran``), a sandbox the check cannot use
+    (a workspace disk it filled: the check's list cannot be copied in; a container that broke) is a
+    ``GraderInfraError``, which grading compares with the untouched repository like any run without results (so it
+    is the agent's failure unless the untouched repository fails the same way), never an error of the sandbox."""
+    try:
+        return _check_between_groups(sandbox, comp, when, outputs, run)
+    except SandboxError as exc:
+        if not code_ran:
+            raise
+        raise GraderInfraError("grader_sandbox", f"the grader's sandbox could not be checked {when}: {exc}") from exc
+
+
+def _check_between_groups(sandbox: Sandbox, comp: Composition, when: str, outputs: tuple[str, ...] = (),
+                          run: TestRun | None = None) -> list[str]:
     """Before each group and after the last: every process the code under test left is killed (as the test user, who
     alone can), then a command as root (``CHECK_SCRIPT``) shows that none is left, that every trusted file is in
     place, byte for byte, still root's and read-only, and that every guarded folder (``guarded_folders``) is still
@@ -645,7 +659,7 @@ def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limi
     logs: list[str] = []
     groups: list[tuple[list[str], Tripwire | None, dict | None, dict[str, int] | None]] = []
     for i, file in enumerate(files):
-        run.integrity += _between_groups(sandbox, comp, f"before group {i}", outputs, run)
+        run.integrity += _between_groups(sandbox, comp, f"before group {i}", outputs, run, code_ran=i > 0)
         group, wire = _group_nodes(nodes, file), wires.get(file)
         argv = [_as_run(n, comp.names) for n in group]
         if wire is not None and wire.embedded:  # every test in the order of the file, the tripwire at its own place

@@ -37,7 +37,9 @@ from __future__ import annotations
 import ast
 import base64
 import dataclasses
+import functools
 import io
+import json
 import math
 import operator
 import re
@@ -96,7 +98,8 @@ class Seal:
     """Where its call stands in the file as the grader runs it (first and last line; ``located``)."""
     secret: bool = True
     """False where the value may be known without the fix: it follows a block that says what must be refused (a
-    ``pytest.raises``, a ``try``), after which the expected value is often the state a refusal leaves."""
+    ``pytest.raises``, a ``try``; in the test, or in a fixture, helper or setup it takes one from), after which the
+    expected value is often the state a refusal leaves."""
 
     @property
     def canonical(self) -> str:
@@ -114,8 +117,10 @@ class Seal:
             value = self.literal()
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return False
+        # under ``in`` the value meets any member: one first guess (or None, True, False) among them is enough
+        candidates = [value] if self.op != "in" else _members(value)
         try:
-            guessable = any(value == g for g in GUESSABLE)
+            guessable = any(any(c is x for x in NO_SECRET) or any(c == g for g in GUESSABLE) for c in candidates)
         except Exception:  # noqa: BLE001 - a literal is plain data; a comparison that raises tells nothing
             guessable = True
         return self.secret and not self.visible and not guessable
@@ -527,17 +532,83 @@ def _blank_comments(text: str) -> str:
     return "".join(lines)
 
 
-def _after_refusal(func: ast.FunctionDef | ast.AsyncFunctionDef, stmt: ast.stmt) -> bool:
+def _refuses(node: ast.AST, in_test: bool = True) -> bool:
+    """Whether ``node`` holds a refusal construct: a call of ``REFUSALS`` (as a ``with`` or called, at any depth),
+    or a ``try`` (in a helper or fixture, one that catches: a ``try``/``finally`` lets the exception through)."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Try) and (in_test or n.handlers):
+            return True
+        if hasattr(ast, "TryStar") and isinstance(n, ast.TryStar):
+            return True
+        if isinstance(n, ast.Call) and (_dotted(n) or [""])[-1] in REFUSALS:
+            return True
+    return False
+
+
+def _names(node: ast.AST) -> set[str]:
+    """Every name ``node`` reads or calls (a plain name, an attribute's last part, a string a ``usefixtures`` mark
+    names), and the parameters of a function (the fixtures it takes)."""
+    out: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        elif isinstance(n, ast.Attribute):
+            out.add(n.attr)
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier():
+            out.add(n.value)
+        elif isinstance(n, ast.arg):
+            out.add(n.arg)
+    return out
+
+
+SETUPS = ("setUp", "asyncSetUp", "setUpClass", "setUpModule", "setup_method", "setup_class", "setup_function",
+          "setup_module", "setup", "setup_each")
+"""Functions pytest or ``unittest`` runs before a test by their name alone."""
+AUTOUSE = "<autouse>"
+"""In ``refusing_names``: some fixture that runs before every test (``autouse=True``) refuses."""
+
+
+def refusing_names(modules: list[ast.Module]) -> set[str]:
+    """The names of the functions of ``modules`` (module functions, methods, fixtures) that make a refusal, or call,
+    take as a fixture or name one that does, transitively (by name: a name any of them refuses under counts), and
+    ``AUTOUSE`` when such a function is an ``autouse`` fixture."""
+    functions = [f for m in modules for f in ast.walk(m) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    refusing = {f.name for f in functions if _refuses(ast.Module(body=f.body, type_ignores=[]), in_test=False)}
+    uses = [(f.name, _names(f) - {f.name}) for f in functions]
+    grown = True
+    while grown:
+        grown = False
+        for name, used in uses:
+            if name not in refusing and used & refusing:
+                refusing.add(name)
+                grown = True
+    for f in functions:
+        if f.name in refusing and any(isinstance(k, ast.keyword) and k.arg == "autouse"
+                                      and not (isinstance(k.value, ast.Constant) and not k.value.value)
+                                      for d in f.decorator_list for k in ast.walk(d)):
+            refusing.add(AUTOUSE)
+    return refusing
+
+
+def _after_refusal(func: ast.FunctionDef | ast.AsyncFunctionDef, stmt: ast.stmt,
+                   refusing: set[str] = frozenset(), method: bool = False) -> bool:
     """Whether anything before ``stmt`` in its test says what the code must refuse or may let pass: a ``try``, or a
     call of ``REFUSALS`` (as a ``with`` or called, at any depth: ``pytest.raises(E, f)``, ``contextlib.suppress``,
-    a ``raises`` nested in another ``with``). After one, code that reads the test can refuse just there."""
-    for earlier in func.body[:func.body.index(stmt)]:
-        for node in ast.walk(earlier):
-            if isinstance(node, ast.Try) or (hasattr(ast, "TryStar") and isinstance(node, ast.TryStar)):
-                return True
-            if isinstance(node, ast.Call) and (_dotted(node) or [""])[-1] in REFUSALS:
-                return True
-    return False
+    a ``raises`` nested in another ``with``). After one, code that reads the test can refuse just there. So does a
+    refusal made for the test elsewhere (``refusing``): in a fixture it takes (or a mark names), a helper it calls
+    up to and in ``stmt``, a setup pytest or ``unittest`` runs before it, an ``autouse`` fixture."""
+    at = func.body.index(stmt)
+    for earlier in func.body[:at]:
+        if _refuses(earlier):
+            return True
+    if not refusing:
+        return False
+    if AUTOUSE in refusing or refusing & set(SETUPS if method else ("setup_function", "setup_module", "setUpModule")):
+        return True
+    used = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
+    for node in [*func.decorator_list, *func.body[:at + 1]]:
+        used |= _names(node)
+    return bool(used & refusing)
 
 
 def bases_named(sources: dict[str, bytes]) -> dict[str, set[str]]:
@@ -555,17 +626,19 @@ def bases_named(sources: dict[str, bytes]) -> dict[str, set[str]]:
 
 
 def seal_source(text: str, file: str, requested: list[str], seen: bytes | None = None,
-                elsewhere: set[str] = frozenset()) -> tuple[str, list[Seal]]:
+                elsewhere: set[str] = frozenset(), refusing: set[str] = frozenset()) -> tuple[str, list[Seal]]:
     """``text`` (a trusted test file) with the sealable assertions of the functions its ``requested`` tests (node
     ids) run rewritten (see the module docstring), and the seals, one per requested node running the function
     (a subclass's node runs its base's method); ``text`` unchanged and no seals when nothing is sealable or the
     rewriting would not parse. ``seen``: what the agent saw of it (its copy of the file, the instruction), to mark
     a literal found there; ``elsewhere``: class names other trusted files derive from (their methods are left
-    whole: a test of another file would run them unseen)."""
+    whole: a test of another file would run them unseen); ``refusing``: ``refusing_names`` of the other trusted files
+    (a fixture of a ``conftest.py``), beside this file's own."""
     try:
         module = parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return text, []
+    refusing = set(refusing) | refusing_names([module])
     raw = text.encode("utf-8")
     lines = raw.splitlines(keepends=True)
     starts = [0]
@@ -609,7 +682,8 @@ def seal_source(text: str, file: str, requested: list[str], seen: bytes | None =
             expected = raw[starts[literal.lineno - 1] + literal.col_offset:
                            starts[(literal.end_lineno or literal.lineno) - 1] + (literal.end_col_offset or 0)]
             seal = Seal(slot, "", op, expected.decode("utf-8"), value_left, raw[begin:end].decode("utf-8", "replace"),
-                        seen is not None and expected in seen, secret=not _after_refusal(func, stmt))
+                        seen is not None and expected in seen,
+                        secret=not _after_refusal(func, stmt, refusing, method=len(parts) > 1))
             if not literal_ok(seal):
                 continue
             edits.append((begin, end, call))
@@ -644,7 +718,7 @@ class Corpus:
     (the sealed files as sealed, every other trusted file, the repository's files) and what the agent saw (the
     instruction). Read up to ``LIMIT`` bytes, files of at most ``FILE_LIMIT``; past that, nothing counts as secret
     (``holds`` says True: a claim of secrecy needs the whole search). Binary files (a NUL in their first 8 KiB) are
-    not searched."""
+    not searched. A literal is looked for by its value, however the text writes it (``_found``)."""
 
     LIMIT = 64 << 20
     FILE_LIMIT = 8 << 20
@@ -653,31 +727,221 @@ class Corpus:
         blobs = [b for b in blobs if b"\0" not in b[:8192]]  # binary files: no literal of a test is read from them
         total = sum(len(b) for b in blobs)
         self.complete = total <= self.LIMIT and all(len(b) <= self.FILE_LIMIT for b in blobs)
-        self.text = "\n".join(b.decode("utf-8", "replace") for b in blobs) if self.complete else ""
-        self.words = " ".join(self.text.split()) if self.complete else ""
+        self.where = _Text("\n".join(b.decode("utf-8", "replace") for b in blobs) if self.complete else "")
+
+    @property
+    def text(self) -> str:
+        return self.where.text
 
     def holds(self, seal: Seal) -> bool:
         if not self.complete:
             return True
-        value = seal.literal()
-        if isinstance(value, (str, bytes)):
-            found = value if isinstance(value, str) else value.decode("latin-1")
-            return len(found) < 4 or found in self.text
-        written = re.escape(" ".join(seal.expected.split()))
-        return re.search(rf"(?<![\w.]){written}(?![\w.])", self.words) is not None
+        return _seen(seal, self.where)
+
+
+class _Text:
+    """A text to look literals up in, with the forms ``_found`` searches made once, when first needed."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @functools.cached_property
+    def words(self) -> str:
+        """Runs of white space as one space."""
+        return " ".join(self.text.split())
+
+    @functools.cached_property
+    def compact(self) -> str:
+        """No white space, one kind of quote, no comma before a closing bracket (``_compact``)."""
+        return _compact(self.text)
+
+    @functools.cached_property
+    def lines(self) -> str:
+        """Each line stripped."""
+        return "\n".join(line.strip() for line in self.text.splitlines())
+
+
+def _compact(text: str) -> str:
+    """``text`` written one way whatever its spelling as Python or JSON: no white space, ``'`` as ``"``, no comma
+    before a closing bracket (``('a', 1,)`` and ``("a",1)`` alike). Applied to both sides, it can only find more."""
+    return re.sub(r",(?=[)\]}])", "", re.sub(r"\s+", "", text).replace("'", '"'))
+
+
+SHORT = 4
+"""A string shorter than this is found anywhere (a first guess); an element of a container is looked for one by
+one only from this length of text on (``["b", "a", "c"]`` is not found by its letters)."""
+
+
+def _token_in(token: str, text: str, before: str = "", tail: str | None = None) -> bool:
+    """Whether ``token`` stands in ``text`` as a whole token: no word character or ``.`` before it (``before``:
+    what must precede it instead, white space allowed between), and after it (``tail``: a pattern it may go on
+    with, ``0*`` for more zeros) no word character and no ``.`` followed by a digit. Found by ``str.find`` (a
+    pattern that starts with a look-behind would be tried at every position of a 64 MiB text)."""
+    if not token:
+        return False
+    after = re.compile((tail or "") + r"(?!\w)(?!\.\d)")
+    at = text.find(token)
+    while at >= 0:
+        ok = True
+        if before:
+            head = text[max(0, at - 64):at].rstrip()
+            ok = head.endswith(before) and not head[:-len(before)][-1:].isalnum()
+        elif at > 0 and (text[at - 1].isalnum() or text[at - 1] in "_."):
+            ok = False
+        if ok and after.match(text, at + len(token)):
+            return True
+        at = text.find(token, at + 1)
+    return False
+
+
+def _number_found(value: Any, text: str) -> bool:
+    """Whether an int or finite float is written in ``text`` in any plain decimal spelling of it (``2.5``:
+    ``2.5``, ``2.50``, ``+2.5``, ``02.5`` no; ``3``: ``3``, ``3.0``; ``0.5``: ``.5`` too), as a whole token."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            (isinstance(value, float) and not math.isfinite(value)):
+        return False
+    try:
+        number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+        digits = format(abs(number), "f")
+    except (ValueError, ArithmeticError):
+        return False
+    if len(digits) > 200:
+        return False
+    if "." in digits:
+        digits = digits.rstrip("0").rstrip(".")
+    whole, _, frac = digits.partition(".")
+    sign = "-" if number < 0 else ""
+    if frac:
+        tail = "0*"
+        if whole == "0" and _token_in("." + frac, text, sign, tail):
+            return True
+        return _token_in(f"{whole}.{frac}", text, sign, tail)
+    return _token_in(whole, text, sign, r"(?:\.0*)?")
+
+
+def _string_forms(value: str, written: str | None) -> list[str]:
+    """How a text may write the string ``value``: as it is, escaped as Python's REPL or JSON writes it, or as the
+    test writes it (its quotes and escapes, with and without the quotes)."""
+    forms = [value, repr(value)[1:-1], json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]]
+    if written is not None:
+        forms.append(written)
+        quoted = re.fullmatch(r"[rRbBuU]{0,2}('\'\'|\"\"\"|'|\")(.*)\1", written.strip(), re.DOTALL)
+        if quoted:
+            forms.append(quoted.group(2))
+    return forms
+
+
+def _members(value: Any) -> list[Any]:
+    """What ``x in value`` compares ``x`` with (a dict's keys); the value itself when it is no container."""
+    if isinstance(value, dict):
+        return list(value)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return list(value)
+    return [value]
+
+
+FOUND_BUDGET = 200
+"""Values one literal's search looks for (its elements, theirs); past it, the literal counts as found (unsure)."""
+
+
+def _found(value: Any, written: str | None, where: _Text, depth: int = 0, budget: list[int] | None = None) -> bool:
+    """Whether ``value`` (a literal's; ``written``: how the test writes it, None for an element) is written in
+    ``where`` in any spelling that reads back to it: a string by its text, escaped or not, its white space as it
+    likes (under ``SHORT`` characters: anywhere); a number by any decimal spelling of it (``2.50`` is ``2.5``);
+    anything by its test's text, Python's ``repr``, or JSON, compared without white space, quotes told apart or
+    trailing commas; a list of strings by its lines, one per line; a container by its elements (each at least
+    ``SHORT`` characters long as written) stated together (``_together``). When unsure, found: a literal found is
+    no secret."""
+    budget = [FOUND_BUDGET] if budget is None else budget
+    budget[0] -= 1
+    if depth > 8 or budget[0] < 0:
+        return True
+    if isinstance(value, (str, bytes, bytearray)):
+        text = value if isinstance(value, str) else bytes(value).decode("latin-1")
+        if len(text) < SHORT:
+            return True
+        forms = _string_forms(text, written)
+        if not isinstance(value, str):
+            forms.append(repr(bytes(value))[2:-1])
+        if any(len(f) >= SHORT and f in where.text for f in forms):
+            return True
+        spaced = " ".join(text.split())
+        return len(spaced) >= SHORT and spaced in where.words
+    if _number_found(value, where.words):
+        return True
+    spellings = [repr(value)] + ([written] if written is not None else [])
+    try:
+        spellings.append(json.dumps(value))
+    except (TypeError, ValueError, RecursionError):
+        pass
+    for spelling in spellings:
+        if _token_in(" ".join(spelling.split()), where.words):
+            return True
+        compact = _compact(spelling)
+        if len(compact) >= SHORT and compact in where.compact:
+            return True
+    if isinstance(value, (list, tuple)) and len(value) > 1 and all(isinstance(x, str) for x in value):
+        lines = "\n".join(x.strip() for x in value)
+        if len(lines) >= SHORT and lines in where.lines:  # a table, a listing: shown line by line
+            return True
+    if isinstance(value, (list, tuple, set, frozenset, dict)) and 1 < len(value) <= 64:
+        elements = [*value.keys(), *value.values()] if isinstance(value, dict) else list(value)
+        texts = [_element_text(x) for x in elements]
+        if all(t is not None for t in texts):
+            return _together(texts, where.text, ordered=isinstance(value, (list, tuple)))
+    return False
+
+
+def _element_text(value: Any) -> str | None:
+    """How an element of a container is looked for (``_together``): a string of ``SHORT`` characters or more as it
+    is, a number of as many as Python writes it; None for anything else (a container with one is not looked for
+    element by element)."""
+    if isinstance(value, str) and len(value) >= SHORT:
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and len(repr(value)) >= SHORT:
+        return repr(value)
+    return None
+
+
+def _together(texts: list[str], text: str, ordered: bool) -> bool:
+    """Whether every one of ``texts`` is written in ``text`` within one stretch (twice their length, and 200
+    characters more), in their order for a list or tuple, in any order for a set or dict: the container stated
+    element by element (an issue's listing, a sentence). Elements found each somewhere else say nothing of which
+    of them, in what order, the value holds (a test's own inputs, sorted or filtered, hold them all)."""
+    span = 2 * sum(len(t) + 4 for t in texts) + 200
+    starts, at = 0, text.find(texts[0])
+    while at >= 0 and starts < 1000:
+        starts += 1
+        if ordered:
+            pos, ok = at + len(texts[0]), True
+            for t in texts[1:]:
+                nxt = text.find(t, pos, at + span)
+                if nxt < 0:
+                    ok = False
+                    break
+                pos = nxt + len(t)
+        else:
+            window = text[max(0, at - span):at + span]
+            ok = all(t in window for t in texts[1:])
+        if ok:
+            return True
+        at = text.find(texts[0], at + 1)
+    return False
+
+
+def _seen(seal: Seal, where: _Text) -> bool:
+    """Whether a seal's literal, or under ``in`` any of its members (the value meets any one), is found."""
+    value = seal.literal()
+    if _found(value, seal.expected, where):
+        return True
+    return seal.op == "in" and isinstance(value, (list, tuple, set, frozenset, dict)) and \
+        (len(value) > FOUND_BUDGET or any(_found(m, None, where) for m in _members(value)))
 
 
 def _still_written(seal: Seal, text: str, seen: bytes | None = None) -> bool:
     """Whether a sealed literal can still be read in the sealed file or what the agent saw (written elsewhere:
-    another test's input, a helper, the instruction): then it is no secret. A string is looked for by its value
-    (at least 4 characters: shorter ones are found anywhere), anything else by its text as a whole token."""
-    value = seal.literal()
-    where = text + "\n" + (seen or b"").decode("utf-8", "replace")
-    if isinstance(value, (str, bytes)):
-        found = value if isinstance(value, str) else value.decode("latin-1")
-        return len(found) >= 4 and found in where
-    written = re.escape(" ".join(seal.expected.split()))
-    return re.search(rf"(?<![\w.]){written}(?![\w.])", " ".join(where.split())) is not None
+    another test's input, a helper, the instruction): then it is no secret (``_found``: by its value)."""
+    return _seen(seal, _Text(text + "\n" + (seen or b"").decode("utf-8", "replace")))
 
 
 def literal_ok(seal: Seal) -> bool:

@@ -529,3 +529,190 @@ def test_a_results_document_with_entities_or_too_many_names_is_refused():
         R._document(res({**base, "junit": '<!DOCTYPE x [<!ENTITY a "b">]><testsuites/>'}))
     with pytest.raises(ValueError, match="more than any group runs"):
         R._document(res({**base, "junit": None, "seals": {f"t.py::x[{i}]": [] for i in range(R.MAX_RESULT_KEYS + 1)}}))
+
+
+# ---- after the ninth review (tests/docker/test_threats_review9.py)
+
+@pytest.mark.parametrize("literal,deciding", [
+    ("(0, None)", False),          # the value meets any member: one first guess is enough
+    ("[-1, 4321]", False),
+    ("{'': 1, 'kiwi-pie': 2}", False),  # a dict's members are its keys
+    ("(True, 4321)", False),
+    ("(4321, 8765)", True),
+])
+def test_a_first_guess_member_of_an_in_literal_does_not_decide(literal, deciding):
+    seals = _seal(f"def test_a():\n    assert run(7) in {literal}\n", "test_a")[1]
+    assert [s.deciding for s in seals] == [deciding]
+
+
+@pytest.mark.parametrize("seen", [
+    b">>> wrap('aaa bbb', 3)\n'aaa\\nbbb'\n",                        # the REPL's repr: single quotes, escaped
+    b'Example: `wrap("aaa bbb", 3)` returns `"aaa\\nbbb"`.\n',     # written as the test writes it
+    b"{\"text\": \"aaa\\nbbb\"}",                                    # JSON
+])
+def test_an_escaped_string_is_seen_however_the_text_writes_it(seen):
+    seal = _seal('def test_a():\n    assert wrap("aaa bbb", 3) == "aaa\\nbbb"\n', "test_a", seen=seen)[1][0]
+    assert seal.visible and not seal.deciding
+
+
+@pytest.mark.parametrize("literal,text,seen", [
+    ('[("a", "1"), ("b", "2")]', "[('a', '1'), ('b', '2')]", True),     # the REPL's quotes
+    ('[("a", "1"), ("b", "2")]', "[ ( 'a','1' ),( 'b','2' ), ]", True),  # other spacing, a trailing comma
+    ("2.5", "total() returns 2.50.", True),                            # another decimal spelling
+    ("3", "it gives 3.0", True),
+    ("436", "other() == 4360", False),
+    ("-2.5", "it returns 2.5", False),
+    ('["| a | b |", "|---|---|"]', "```\n  | a | b |\n  |---|---|\n```", True),  # a table shown line by line
+    ('["kiwi-pie", "apple-tart"]', "first kiwi-pie, then apple-tart", True),       # stated element by element
+    ('["kiwi-pie", "apple-tart"]', "either apple-tart or kiwi-pie", False),        # in another order: a list's secret
+    ("{'kiwi-pie', 'apple-tart'}", "either apple-tart or kiwi-pie", True),         # a set has none
+    ('["0.9.1", "1.2.0-rc.1", "1.2.0"]', 'sorted(["1.2.0", "0.9.1", "1.2.0-rc.1"])', False),  # a sort's inputs
+    ('["kiwi-pie", "apple-tart"]', "kiwi-pie" + " " * 400 + "apple-tart", False),  # not stated together
+    ('["b", "a", "c"]', 'columns b, a and c: {"b": 1, "a": 2, "c": 3}', False),   # short elements: order is the secret
+    ("{'name': 'kiwi', 'count': 12}", '{"name": "kiwi", "count": 12}', True),    # JSON
+    ("(1, 2, 3)", "[1, 2, 3]", True),
+])
+def test_a_literal_is_looked_for_by_its_value(literal, text, seen):
+    from orchestrator.grading.seal import Corpus
+
+    seal = _seal(f"def test_a():\n    assert f() == {literal}\n", "test_a")[1][0]
+    assert Corpus([text.encode()]).holds(seal) is seen
+
+
+def test_an_in_literal_with_a_member_in_the_corpus_is_seen():
+    from orchestrator.grading.seal import Corpus
+
+    seal = _seal('def test_a():\n    assert f() in ("kiwi-pie", "apple-tart")\n', "test_a")[1][0]
+    assert Corpus([b"returns kiwi-pie"]).holds(seal)
+    assert not Corpus([b"returns plum-cake"]).holds(seal)
+
+
+REFUSING = '''import pytest
+
+
+@pytest.fixture
+def refused(wallet):
+    with pytest.raises(ValueError):
+        wallet.pay(61)
+    return wallet
+
+
+@pytest.fixture
+def wallet():
+    return Wallet(100)
+
+
+@pytest.fixture
+def tidy():
+    try:
+        yield
+    finally:
+        cleanup()
+
+
+def _overpay(wallet, cents):
+    with pytest.raises(ValueError):
+        wallet.pay(cents)
+
+
+def _twice(wallet):
+    _overpay(wallet, 1000)
+    _overpay(wallet, 2000)
+
+
+def test_fixture(refused):
+    assert refused.cents == 4321
+
+
+@pytest.mark.usefixtures("refused")
+def test_marked(wallet):
+    assert wallet.cents == 4321
+
+
+def test_helper():
+    w = Wallet(90)
+    _twice(w)
+    assert w.cents == 4321
+
+
+def test_in_the_value():
+    assert _overpaid_cents(Wallet(90)) == 4321
+
+
+def _overpaid_cents(w):
+    _overpay(w, 1000)
+    return w.cents
+
+
+def test_plain(wallet, tidy):
+    wallet.pay(3)
+    assert wallet.cents == 4321
+
+
+class TestSetUp:
+    def setup_method(self):
+        self.w = Wallet(90)
+        _overpay(self.w, 100)
+
+    def test_after_setup(self):
+        assert self.w.cents == 4321
+'''
+
+
+def test_a_refusal_in_a_fixture_helper_or_setup_makes_what_follows_no_secret():
+    names = ["test_fixture", "test_marked", "test_helper", "test_in_the_value", "test_plain",
+             "TestSetUp::test_after_setup"]
+    seals = _seal(REFUSING, *names)[1]
+    assert {s.test.split("::", 1)[1]: s.secret for s in seals} == {
+        "test_fixture": False, "test_marked": False, "test_helper": False, "test_in_the_value": False,
+        "test_plain": True,  # a try/finally fixture refuses nothing
+        "TestSetUp::test_after_setup": False}
+
+
+def test_a_refusing_fixture_of_another_trusted_file_is_seen():
+    from orchestrator.grading.seal import refusing_names
+
+    conftest = parse("import pytest\n\n\n@pytest.fixture\ndef overdrawn():\n    w = W()\n"
+                     "    with pytest.raises(E):\n        w.pay(9)\n    return w\n\n\n"
+                     "@pytest.fixture(autouse=False)\ndef plain():\n    return 1\n")
+    refusing = refusing_names([conftest])
+    assert refusing == {"overdrawn"}
+    src = "def test_a(overdrawn):\n    assert overdrawn.cents == 4321\n\n\ndef test_b(plain):\n    assert f() == 4321\n"
+    seals = seal_source(src, FILE, [f"{FILE}::test_a", f"{FILE}::test_b"], None, set(), refusing)[1]
+    assert [s.secret for s in seals] == [False, True]
+    auto = parse("import pytest\n\n\n@pytest.fixture(autouse=True)\ndef always():\n    try:\n        x()\n"
+                 "    except E:\n        pass\n")
+    assert "<autouse>" in refusing_names([auto])
+    assert [s.secret for s in seal_source(src, FILE, [f"{FILE}::test_b"], None, set(),
+                                          refusing_names([auto]))[1]] == [False]
+
+
+def test_a_str_or_int_subclass_whose_eq_disagrees_meets_no_literal_and_numpy_floats_do():
+    class Strict(str):
+        def __eq__(self, other):
+            return isinstance(other, Strict) and str.__eq__(self, other)
+
+        __hash__ = str.__hash__
+
+    class Flag:
+        def __init__(self, v):
+            self.v = v
+
+        def __bool__(self):
+            return self.v
+
+    class Real(float):  # numpy 2's float64 as the plugin sees it
+        def __eq__(self, other):
+            return Flag(float(self) == other)
+
+        __hash__ = float.__hash__
+
+        def __repr__(self):
+            return f"Real({float(self)!r})"
+
+    assert not Seal("s", "t", "==", "'kiwi'", True, "").holds(decode(_sent(Strict("kiwi"))))
+    assert Seal("s", "t", "==", "1.5", True, "").holds(decode(_sent(Real(1.5))))
+    assert not Seal("s", "t", "==", "2.5", True, "").holds(decode(_sent(Real(1.5))))
+    np = pytest.importorskip("numpy")
+    assert Seal("s", "t", "==", "1.5", True, "").holds(decode(_sent(np.mean([1.0, 2.0]))))
+    assert Seal("s", "t", "==", "(1+2j)", True, "").holds(decode(_sent(np.complex128(1 + 2j))))

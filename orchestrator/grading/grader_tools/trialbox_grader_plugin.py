@@ -92,7 +92,9 @@ def _encode(value, depth, budget):
         plain = _plain(value)
         if plain is not None and _agrees(value, plain):
             return _encode(plain, depth + 1, budget)
-        return _opaque(value)
+        # its own __eq__ says it is not its plain form: its repr (a str or int subclass inherits the plain form's)
+        # would meet the very literal Python says it does not equal, so it is sent without one and meets nothing
+        return _opaque(value, with_repr=False)
     if isinstance(value, bool):
         return ["bool", bool(value)]
     if isinstance(value, int):
@@ -186,20 +188,20 @@ def _plain(value):
 
 
 def _agrees(value, other):
-    """Whether the value's own ``__eq__`` says it equals ``other`` (its plain form, its number): only then may the
-    host compare that form instead. A class whose ``__eq__`` a test checks, broken, says no, and is judged by its
-    ``repr``."""
+    """Whether the value's own ``__eq__`` says it equals ``other`` (its plain form, its number), as ``assert`` reads
+    it (by truth: numpy 2's ``float64`` answers ``np.True_``): only then may the host compare that form instead. A
+    class whose ``__eq__`` a test checks, broken, says no, and meets no literal."""
     try:
-        return (value == other) is True
-    except Exception:  # noqa: BLE001
+        return bool(value == other)
+    except Exception:  # noqa: BLE001 - an answer without a truth value (an array) is no agreement
         return False
 
 
-def _opaque(value):
+def _opaque(value, with_repr=True):
     kind = type(value)
     name = "%s.%s" % (getattr(kind, "__module__", "?"), getattr(kind, "__qualname__", kind.__name__))
     try:
-        text = repr(value)[:4097]
+        text = repr(value)[:4097] if with_repr else None
     except Exception:  # noqa: BLE001 - a value whose repr raises has none
         text = None
     index = number = None
@@ -237,7 +239,11 @@ def seal(value, slot):
     except MemoryError:
         data = ["cut", "out of memory"]
     except Exception:  # noqa: BLE001 - a value that fails to encode (its iteration raised) is sent as what it is
-        data = _opaque(value)
+        try:
+            own = _own_equality(value)
+        except Exception:  # noqa: BLE001
+            own = True
+        data = _opaque(value, with_repr=not own)
     records.append([str(slot), data])
 
 
