@@ -14,8 +14,7 @@ infrastructure error, or on a sandbox that died under its agent, and the outage 
 of its end, or its evidence is one of the engine's own outage errors (``outage_text``: connection refused,
 the socket gone, "database not open" while it restarts...). Such an attempt is recorded nowhere: it is marked
 as ``infra_error(engine_outage)`` with the outage in its evidence, and its trial runs again once the engine
-answers, without spending the trial's retry (``MAX_OUTAGE_ATTEMPTS`` bounds how often one trial can be
-ended so).
+answers, without spending the trial's retry (``MAX_OUTAGE_ATTEMPTS`` bounds how often).
 """
 
 from __future__ import annotations
@@ -33,7 +32,8 @@ OUTAGE_KIND = "engine_outage"
 """The ``infra_error`` kind of an attempt an engine outage ended."""
 
 MAX_OUTAGE_ATTEMPTS = 5
-"""How many attempts of one trial an engine outage may end before the trial's next one spends its retry."""
+"""How many times one trial runs again after an attempt an engine outage ended (a sixth such attempt is recorded
+as ``infra_error(engine_outage)``)."""
 
 OUTAGE_EXIT_CODE = EngineOutage.exit_code
 """``trialbox run``'s exit code when an engine outage outlasted ``execution.engine_outage_wait_s`` (75, EX_TEMPFAIL:
