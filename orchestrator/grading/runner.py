@@ -54,7 +54,7 @@ from pathlib import Path
 
 
 from ..engine import ROLE_LABEL
-from ..errors import GraderInfraError, SandboxBroken, SandboxError
+from ..errors import EngineUnavailable, GraderInfraError, SandboxBroken, SandboxError
 from ..sandbox.base import READ_ATTEMPTS, Sandbox, SandboxFactory, SandboxSpec, remove_and_meter
 from ..sandbox.dockerexec import KILL_FUNCTION, SYSTEM_PATH
 from ..sandbox.meter import Usage
@@ -363,7 +363,7 @@ def _between_groups(sandbox: Sandbox, comp: Composition, when: str, outputs: tup
     try:
         return _check_between_groups(sandbox, comp, when, outputs, run)
     except SandboxError as exc:
-        if not code_ran:
+        if not code_ran or isinstance(exc, EngineUnavailable):  # an engine that does not answer is never the agent's
             raise
         raise GraderInfraError("grader_sandbox", f"the grader's sandbox could not be checked {when}: {exc}") from exc
 

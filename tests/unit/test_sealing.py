@@ -716,3 +716,21 @@ def test_a_str_or_int_subclass_whose_eq_disagrees_meets_no_literal_and_numpy_flo
     np = pytest.importorskip("numpy")
     assert Seal("s", "t", "==", "1.5", True, "").holds(decode(_sent(np.mean([1.0, 2.0]))))
     assert Seal("s", "t", "==", "(1+2j)", True, "").holds(decode(_sent(np.complex128(1 + 2j))))
+
+
+def test_a_sandbox_the_check_between_groups_cannot_use_after_the_code_ran_is_compared_not_an_engine_error(monkeypatch):
+    from orchestrator.errors import EngineUnavailable, GraderInfraError, SandboxError
+
+    def failing(exc):
+        def check(*args, **kwargs):
+            raise exc
+        return check
+
+    monkeypatch.setattr(R, "_check_between_groups", failing(SandboxError("write /workspace/x: no space left on device")))
+    with pytest.raises(GraderInfraError, match="no space left"):  # grading compares it with the untouched repository
+        R._between_groups(None, None, "after the last group")
+    with pytest.raises(SandboxError):  # before any code under test ran: the sandbox's own
+        R._between_groups(None, None, "before group 0", code_ran=False)
+    monkeypatch.setattr(R, "_check_between_groups", failing(EngineUnavailable("no Docker engine answers")))
+    with pytest.raises(EngineUnavailable):
+        R._between_groups(None, None, "after the last group")
