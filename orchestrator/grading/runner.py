@@ -354,18 +354,25 @@ def _root_run(sandbox: Sandbox, script: str, args: list[str], what: str) -> list
     raise GraderInfraError("grader_output", f"the engine kept losing the output of the {what}")
 
 
+FILLED = ("no space left on device", "disk quota exceeded", "enospc")
+"""What the engine says when a write into the grader's container failed for want of space (blocks or inodes)."""
+
+
 def _between_groups(sandbox: Sandbox, comp: Composition, when: str, outputs: tuple[str, ...] = (),
                     run: TestRun | None = None, code_ran: bool = True) -> list[str]:
-    """``_check_between_groups``; where the code under test has run (``code_ran``), a sandbox the check cannot use
-    (a workspace disk it filled: the check's list cannot be copied in; a container that broke) is a
-    ``GraderInfraError``, which grading compares with the untouched repository like any run without results (so it
-    is the agent's failure unless the untouched repository fails the same way), never an error of the sandbox."""
+    """``_check_between_groups``; where the code under test has run (``code_ran``) and the check failed because the
+    grader's disk is full (the engine's own error says so: the check's list could not be copied in), the failure is
+    a ``GraderInfraError``, which grading compares with the untouched repository like any run without results (so it
+    is the agent's failure unless the untouched repository fails the same way). Every other sandbox error stays the
+    sandbox's (an infrastructure error, retried): an engine that does not answer, an exec whose output it lost, a
+    transient API error, a paused or vanished container, an OOM kill are not shown to be the code's doing, and
+    calling them the agent's failure would reject honest work."""
     try:
         return _check_between_groups(sandbox, comp, when, outputs, run)
     except SandboxError as exc:
-        if not code_ran or isinstance(exc, EngineUnavailable):  # an engine that does not answer is never the agent's
+        if not code_ran or isinstance(exc, EngineUnavailable) or not any(m in str(exc).lower() for m in FILLED):
             raise
-        raise GraderInfraError("grader_sandbox", f"the grader's sandbox could not be checked {when}: {exc}") from exc
+        raise GraderInfraError("grader_sandbox", f"the grader's disk was full {when}: {exc}") from exc
 
 
 def _check_between_groups(sandbox: Sandbox, comp: Composition, when: str, outputs: tuple[str, ...] = (),

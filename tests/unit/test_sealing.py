@@ -734,3 +734,25 @@ def test_a_sandbox_the_check_between_groups_cannot_use_after_the_code_ran_is_com
     monkeypatch.setattr(R, "_check_between_groups", failing(EngineUnavailable("no Docker engine answers")))
     with pytest.raises(EngineUnavailable):
         R._between_groups(None, None, "after the last group")
+
+
+def test_a_sandbox_error_between_groups_not_shown_to_be_a_full_disk_stays_the_sandboxs(monkeypatch):
+    """A tenth (read-only) review: any sandbox error after group 0 had become the agent's failure, so the engine's
+    lost exec output, a transient API error, a paused or vanished container or an OOM kill rejected honest work.
+    Only a check that failed for want of space (the engine's own words) is compared with the untouched repository."""
+    from orchestrator.errors import GraderInfraError, OutputLost, SandboxBroken, SandboxError
+
+    def failing(exc):
+        def check(*args, **kwargs):
+            raise exc
+        return check
+
+    for exc in (OutputLost("the engine kept losing the output"), SandboxError("500 Server Error: Internal Server Error"),
+                SandboxBroken("container is paused", reason="unresponsive"), SandboxError("No such container: tb-x")):
+        monkeypatch.setattr(R, "_check_between_groups", failing(exc))
+        with pytest.raises(SandboxError) as raised:
+            R._between_groups(None, None, "before group 1")
+        assert not isinstance(raised.value, GraderInfraError) and raised.value is exc
+    monkeypatch.setattr(R, "_check_between_groups", failing(SandboxError("copy: disk quota exceeded")))
+    with pytest.raises(GraderInfraError, match="disk was full"):
+        R._between_groups(None, None, "before group 1")
