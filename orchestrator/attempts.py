@@ -45,11 +45,15 @@ INFRA_RETRIES = 1
 def owes_retry(result: TrialResult) -> bool:
     """Whether an attempt that ended on an infrastructure error earns its trial another attempt: one ended by an
     engine outage does while the trial has had at most ``MAX_OUTAGE_ATTEMPTS`` of those; any other while the
-    trial's own infrastructure errors (this one included) number at most ``INFRA_RETRIES``."""
+    trial's own infrastructure errors (this one included) number at most ``INFRA_RETRIES``; and never once the
+    trial has had ``1 + INFRA_RETRIES + MAX_OUTAGE_ATTEMPTS`` attempts."""
     from .outage import MAX_OUTAGE_ATTEMPTS, OUTAGE_KIND, outage_attempts
 
     if not result.is_infra_error:
         return False
+    if 1 + len(result.previous_attempts) >= 1 + INFRA_RETRIES + MAX_OUTAGE_ATTEMPTS:
+        return False  # a bound on the whole chain, whatever the kinds: an error read as an outage's by its text (on
+        # a backend that does not watch the engine, e.g. a Ray node whose engine stays down) must not loop forever
     outages = outage_attempts(result)
     if result.verdict.kind == OUTAGE_KIND:
         return outages <= MAX_OUTAGE_ATTEMPTS

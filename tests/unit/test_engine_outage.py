@@ -437,3 +437,18 @@ def test_a_run_stopped_by_an_outage_says_so_first():
         in lines[1]
     stop["cause"] = "configuration"
     assert _run_lines(report)[0].startswith("RUN STOPPED on a configuration error")
+
+
+def test_a_chain_of_errors_read_as_outages_by_their_text_ends(store):
+    """A tenth (read-only) review: on a backend that does not watch the engine (Ray), a node whose engine stays down
+    keeps failing with 'no Docker engine answers' under kind sandbox; outage_attempts counted each as an outage's, so
+    the trial's own errors stayed at one and owes_retry said yes forever. The whole chain is bounded."""
+    from orchestrator.attempts import INFRA_RETRIES
+
+    chain: list[bool] = []
+    for n in range(12):
+        r = result(spec(0), infra_verdict("sandbox", "no Docker engine answers (is dockerd running?)"),
+                   attempt=n + 1, previous_attempts=[PreviousAttempt(i + 1, "sandbox", "no Docker engine answers").to_dict()
+                                                     for i in range(n)])
+        chain.append(owes_retry(r))
+    assert chain == [True] * (INFRA_RETRIES + MAX_OUTAGE_ATTEMPTS) + [False] * (12 - INFRA_RETRIES - MAX_OUTAGE_ATTEMPTS)
