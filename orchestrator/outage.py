@@ -43,8 +43,10 @@ GRACE_S = 5.0
 """An outage seen within this many seconds after an attempt ended still counts as during it (the probe runs
 every second; a trial's last engine calls can fail just before the probe sees the engine gone)."""
 
-NOT_ENGINE = ("model_api",)
-"""Infrastructure kinds whose connection errors are another service's (the model provider's), never the engine's."""
+NOT_ENGINE = ("model_api", "install")
+"""Infrastructure kinds whose connection errors are another service's, never the engine's: the model provider's,
+and a package index's during the install step (pip's "Failed to establish a new connection ... Connection
+refused" reads like the engine's socket refusing)."""
 
 SIGNATURES = (
     "no docker engine answers",

@@ -452,3 +452,12 @@ def test_a_chain_of_errors_read_as_outages_by_their_text_ends(store):
                                                      for i in range(n)])
         chain.append(owes_retry(r))
     assert chain == [True] * (INFRA_RETRIES + MAX_OUTAGE_ATTEMPTS) + [False] * (12 - INFRA_RETRIES - MAX_OUTAGE_ATTEMPTS)
+
+
+def test_a_package_indexs_refused_connection_during_install_is_no_engine_outage():
+    """A tenth (read-only) review: pip's refused connection in the install log read as the engine's outage (five
+    retries instead of one, the run paused each time)."""
+    pip = ("install failed: WARNING: Retrying after connection broken by 'NewConnectionError('Failed to establish a "
+           "new connection: [Errno 111] Connection refused')'")
+    r = result(spec(0), infra_verdict("install", pip))
+    assert outage_attempts(r) == 0 and outage_of(r, None) is None
