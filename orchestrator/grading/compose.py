@@ -466,10 +466,16 @@ def _sealed(trusted: dict[str, bytes], files: list[str], nodes: list[str],
     out = dict(trusted)
     seals: dict[str, list[Seal]] = {}
     bases = bases_named(trusted)
-    # a refusal made in a fixture or helper of any trusted file, or of the repository's conftest.py files and test
-    # folders (a fixture a test takes from there), makes a value after it no secret
+    # a refusal made in a fixture or helper of any trusted file, or of the repository's conftest.py files, test
+    # folders, any file whose name says test, or any module a trusted file imports (a helper in rv9kit/testing.py,
+    # pkg/test_utils.py or a root helpers.py), makes a value after it no secret
+    imported = {part for m in map(_module, trusted.values()) if m is not None for n in ast.walk(m)
+                if isinstance(n, (ast.Import, ast.ImportFrom))
+                for name in [getattr(n, "module", None) or "", *(a.name for a in n.names)] for part in name.split(".")}
     helpers = {**{p: d for p, d in (original.files.items() if original is not None else [])
                   if p.endswith(".py") and (posixpath.basename(p).startswith("conftest")
+                                            or "test" in posixpath.basename(p)
+                                            or posixpath.basename(p)[:-3] in imported
                                             or any("test" in part for part in p.split("/")[:-1]))}, **trusted}
     refusing = refusing_names([m for m in map(_module, helpers.values()) if m is not None])
     for file in files:

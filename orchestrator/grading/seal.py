@@ -533,14 +533,15 @@ def _blank_comments(text: str) -> str:
 
 
 def _refuses(node: ast.AST, in_test: bool = True) -> bool:
-    """Whether ``node`` holds a refusal construct: a call of ``REFUSALS`` (as a ``with`` or called, at any depth),
+    """Whether ``node`` holds a refusal construct: a call whose name reads as one (``_refusal_name``: as a ``with``
+    or called, at any depth),
     or a ``try`` (in a helper or fixture, one that catches: a ``try``/``finally`` lets the exception through)."""
     for n in ast.walk(node):
         if isinstance(n, ast.Try) and (in_test or n.handlers):
             return True
         if hasattr(ast, "TryStar") and isinstance(n, ast.TryStar):
             return True
-        if isinstance(n, ast.Call) and (_dotted(n) or [""])[-1] in REFUSALS:
+        if isinstance(n, ast.Call) and _refusal_name((_dotted(n) or [""])[-1]):
             return True
     return False
 
@@ -568,12 +569,49 @@ AUTOUSE = "<autouse>"
 """In ``refusing_names``: some fixture that runs before every test (``autouse=True``) refuses."""
 
 
-def refusing_names(modules: list[ast.Module]) -> set[str]:
+def _refusal_name(name: str) -> bool:
+    """A name that reads as a refusal: ``REFUSALS``, or any name saying raises, warns, suppress, assert-logs or
+    deprecated (numpy's ``assert_raises``, Django's ``assertRaisesMessage``, a project's ``expect_raises``)."""
+    low = name.lower()
+    return name in REFUSALS or any(k in low for k in ("raise", "warn", "suppress", "assertlogs", "deprecated"))
+
+
+def _swallows(cls: ast.ClassDef) -> bool:
+    """A context manager class whose ``__exit__`` may return something true (it can swallow the exception)."""
+    for f in cls.body:
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name in ("__exit__", "__aexit__"):
+            return any(isinstance(r, ast.Return) and r.value is not None
+                       and not (isinstance(r.value, ast.Constant) and not r.value.value) for r in ast.walk(f))
+    return False
+
+
+def refusing_names(modules: list[ast.Module], module_level: bool = False) -> set[str]:
     """The names of the functions of ``modules`` (module functions, methods, fixtures) that make a refusal, or call,
     take as a fixture or name one that does, transitively (by name: a name any of them refuses under counts), and
-    ``AUTOUSE`` when such a function is an ``autouse`` fixture."""
+    ``AUTOUSE`` when such a function is an ``autouse`` fixture. Also every name a refusal goes by: ``REFUSALS``
+    themselves (``getattr(pytest, "raises")``), a refusal imported or assigned under another name (``from pytest
+    import raises as refused``, ``refused = pytest.raises``), a function whose name reads as one
+    (``_refusal_name``), a context manager class whose ``__exit__`` may swallow the exception. With
+    ``module_level`` (a test file's own module), a ``try`` that catches around a call at the top of the module or
+    a class body makes every test of it count as after a refusal (``AUTOUSE``)."""
     functions = [f for m in modules for f in ast.walk(m) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    refusing = {f.name for f in functions if _refuses(ast.Module(body=f.body, type_ignores=[]), in_test=False)}
+    refusing = {f.name for f in functions if _refuses(ast.Module(body=f.body, type_ignores=[]), in_test=False)
+                or _refusal_name(f.name)}
+    refusing |= set(REFUSALS)
+    for m in modules:
+        for n in ast.walk(m):
+            if isinstance(n, (ast.ImportFrom, ast.Import)):
+                refusing |= {a.asname for a in n.names if a.asname and _refusal_name(a.name.rpartition(".")[2])}
+            elif isinstance(n, ast.Assign) and isinstance(n.value, (ast.Name, ast.Attribute)) \
+                    and _refusal_name((_dotted(n.value) or [""])[-1]):
+                refusing |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+            elif isinstance(n, ast.ClassDef) and _swallows(n):
+                refusing.add(n.name)
+        if module_level and any(isinstance(t, ast.Try) and t.handlers and any(isinstance(c, ast.Call) for b in t.body
+                                                                              for c in ast.walk(b))
+                                for body in [m.body, *(c.body for c in m.body if isinstance(c, ast.ClassDef))]
+                                for t in body):
+            refusing.add(AUTOUSE)
     uses = [(f.name, _names(f) - {f.name}) for f in functions]
     grown = True
     while grown:
@@ -638,7 +676,7 @@ def seal_source(text: str, file: str, requested: list[str], seen: bytes | None =
         module = parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return text, []
-    refusing = set(refusing) | refusing_names([module])
+    refusing = set(refusing) | refusing_names([module], module_level=True)
     raw = text.encode("utf-8")
     lines = raw.splitlines(keepends=True)
     starts = [0]

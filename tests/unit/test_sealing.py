@@ -676,7 +676,9 @@ def test_a_refusing_fixture_of_another_trusted_file_is_seen():
                      "    with pytest.raises(E):\n        w.pay(9)\n    return w\n\n\n"
                      "@pytest.fixture(autouse=False)\ndef plain():\n    return 1\n")
     refusing = refusing_names([conftest])
-    assert refusing == {"overdrawn"}
+    from orchestrator.grading.seal import REFUSALS
+
+    assert refusing - set(REFUSALS) == {"overdrawn"}
     src = "def test_a(overdrawn):\n    assert overdrawn.cents == 4321\n\n\ndef test_b(plain):\n    assert f() == 4321\n"
     seals = seal_source(src, FILE, [f"{FILE}::test_a", f"{FILE}::test_b"], None, set(), refusing)[1]
     assert [s.secret for s in seals] == [False, True]
@@ -756,3 +758,23 @@ def test_a_sandbox_error_between_groups_not_shown_to_be_a_full_disk_stays_the_sa
     monkeypatch.setattr(R, "_check_between_groups", failing(SandboxError("copy: disk quota exceeded")))
     with pytest.raises(GraderInfraError, match="disk was full"):
         R._between_groups(None, None, "before group 1")
+
+
+@pytest.mark.parametrize("refusal", [
+    "from numpy.testing import assert_raises\n\n\ndef test_a():\n    w = W()\n    assert_raises(E, w.pay, 61)\n"
+    "    assert w.cents == 4321\n",
+    "import pytest\nfrom pytest import raises as refused\n\n\ndef test_a():\n    w = W()\n    with refused(E):\n"
+    "        w.pay(61)\n    assert w.cents == 4321\n",
+    "import pytest\n\n\ndef test_a():\n    w = W()\n    with getattr(pytest, 'raises')(E):\n        w.pay(61)\n"
+    "    assert w.cents == 4321\n",
+    "class Quiet:\n    def __enter__(self):\n        return self\n\n    def __exit__(self, *exc):\n        return True\n\n\n"
+    "def test_a():\n    w = W()\n    with Quiet():\n        w.pay(61)\n    assert w.cents == 4321\n",
+    "W0 = W()\ntry:\n    W0.pay(61)\nexcept E:\n    pass\n\n\ndef test_a():\n    assert W0.cents == 4321\n",
+    "class T:\n    def test_a(self):\n        w = W()\n        self.assertRaisesMessage(E, 'no', w.pay, 61)\n"
+    "        assert w.cents == 4321\n",
+], ids=["numpy-assert_raises", "imported-alias", "getattr", "swallowing-exit", "module-level-try", "assertRaisesMessage"])
+def test_refusals_written_other_ways_make_what_follows_no_secret(refusal):
+    """A tenth (read-only) review: each of these refusals left the value after it counted as deciding."""
+    node = f"{FILE}::T::test_a" if "class T" in refusal else f"{FILE}::test_a"
+    seals = seal_source(refusal, FILE, [node], None, set(), set())[1]
+    assert seals and not any(s.secret for s in seals), [(s.test, s.secret) for s in seals]
