@@ -13,42 +13,38 @@ run had 10).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 from .costs import TrialCost
 from .manifest import Manifest
-from .pertask import per_task_counts, per_task_values
+from .pertask import cost_per_accepted, per_task_counts
 from .result import TrialResult
-from .stats import METHOD_RATIO_DIFFERENCE, bm_df, mean_interval, ratio_difference_interval, ratio_interval
+from .stats import METHOD_RATIO_DIFFERENCE, bm_df, mean_interval, ratio_difference_interval
 
 
-def _side(rows: list[TrialResult], tasks: list[str], m: Manifest, cluster_of: dict[str, str],
-          costs: dict[str, TrialCost]) -> tuple[dict[str, Any], list[float], list[int]]:
-    values = per_task_values(rows, m)
-    counts = per_task_counts(rows, set(m.analysis.exclusions))
-    spent: dict[str, float] = defaultdict(float)
-    for r in rows:  # every trial's cost, excluded ones too: they were paid for (as report._candidate counts them)
-        if r.task in counts:
-            spent[r.task] += costs[r.id].total
-    clusters = [cluster_of[t] for t in tasks]
-    metric = mean_interval([values[t] for t in tasks], clusters, m.analysis.confidence, seed=m.experiment.seed)
-    num, den = [spent[t] for t in tasks], [counts[t][1] for t in tasks]
-    cost = ratio_interval(num, den, clusters, m.analysis.confidence, seed=m.experiment.seed)
+def _side(rows: list[TrialResult], values: dict[str, float], tasks: list[str], m: Manifest,
+          cluster_of: dict[str, str], costs: dict[str, TrialCost]) -> tuple[dict[str, Any], list[float], list[int]]:
+    """One side's primary metric (its per-task ``values``, as ``report._compare`` has them) and cost per accepted
+    run over ``tasks``, with the cost's per-task numerators and denominators."""
+    metric = mean_interval([values[t] for t in tasks], [cluster_of[t] for t in tasks], m.analysis.confidence,
+                           seed=m.experiment.seed)
+    cost, num, den = cost_per_accepted(rows, tasks, per_task_counts(rows, set(m.analysis.exclusions)), cluster_of,
+                                       costs, m)
     return {"metric": metric.to_dict(), "cost_per_accepted_usd": cost.to_dict()}, num, den
 
 
-def common_ground(base_rows: list[TrialResult], cand_rows: list[TrialResult], tasks: list[str], m: Manifest,
-                  cluster_of: dict[str, str], costs: dict[str, TrialCost]) -> dict[str, Any]:
-    """The figures of both sides of one comparison over ``tasks`` (the compared ones), the cost per accepted run's
+def common_ground(baseline: tuple[list[TrialResult], dict[str, float]], candidate: tuple[list[TrialResult], dict[str, float]],
+                  tasks: list[str], m: Manifest, cluster_of: dict[str, str], costs: dict[str, TrialCost]) -> dict[str, Any]:
+    """The figures of both sides of one comparison over ``tasks`` (the compared ones; each side its trials and its
+    per-task values of the primary metric), the cost per accepted run's
     difference (candidate minus baseline) with its interval, and the clusters and effective clusters (the
     Bell-McCaffrey degrees of freedom plus one) of those tasks."""
     clusters = [cluster_of[t] for t in tasks]
     if not tasks:
         return {"tasks": 0, "clusters": 0, "effective_clusters": 0.0, "baseline": None, "candidate": None,
                 "cost_per_accepted_difference": {"value": None, "interval": None, "reason": "no task in common"}}
-    base, bn, bd = _side(base_rows, tasks, m, cluster_of, costs)
-    cand, cn, cd = _side(cand_rows, tasks, m, cluster_of, costs)
+    base, bn, bd = _side(*baseline, tasks, m, cluster_of, costs)
+    cand, cn, cd = _side(*candidate, tasks, m, cluster_of, costs)
     diff = ratio_difference_interval(cn, cd, bn, bd, clusters, m.analysis.confidence)
     distinct = len(set(clusters))
     difference = {k: v for k, v in diff.to_dict().items() if k != "resamples_without_accepted"}  # none drawn here

@@ -4,9 +4,15 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
 from .manifest import Manifest
-from .stats import pass_at_k, pass_hat_k
+from .stats import RatioEstimate, pass_at_k, pass_hat_k, ratio_interval
 from .result import TrialResult
+
+if TYPE_CHECKING:
+    from .costs import TrialCost
 
 
 def task_metric(metric: str, n: int, c: int, k: int) -> float | None:
@@ -39,3 +45,17 @@ def per_task_values(rows: list[TrialResult], m: Manifest) -> dict[str, float]:
     metric, k = m.analysis.primary_metric, m.analysis.k[0]
     per_task = per_task_counts(rows, set(m.analysis.exclusions))
     return {t: v for t, (n, c) in per_task.items() if (v := task_metric(metric, n, c, k)) is not None}
+
+
+def cost_per_accepted(rows: list[TrialResult], tasks: list[str], per_task: dict[str, tuple[int, int]],
+                      cluster_of: dict[str, str], costs: dict[str, "TrialCost"], m: Manifest
+                      ) -> tuple[RatioEstimate, list[float], list[int]]:
+    """The cost of all of ``rows``' trials over their accepted ones, over ``tasks`` (``stats.ratio_interval``), with
+    its per-task numerators (every trial's whole cost, excluded ones too: they were paid for) and denominators
+    (accepted trials, from ``per_task``)."""
+    spent: dict[str, float] = defaultdict(float)  # per task, in one pass over the trials
+    for r in rows:
+        spent[r.task] += costs[r.id].total
+    num, den = [spent[t] for t in tasks], [per_task[t][1] for t in tasks]
+    return (ratio_interval(num, den, [cluster_of[t] for t in tasks], m.analysis.confidence, seed=m.experiment.seed),
+            num, den)

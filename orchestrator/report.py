@@ -22,8 +22,8 @@ from .commonground import common_ground
 from .adoption import adoption
 from .costs import TrialCost, locked_costs, trial_cost, unpriced_warning
 from .manifest import Manifest
-from .stats import (few_clusters_warning, interval_note, mean_interval, paired_difference, quantile, ratio_interval, sample_size_hint)
-from .pertask import per_task_counts, per_task_values, rate_per_task, task_metric
+from .stats import (few_clusters_warning, interval_note, mean_interval, paired_difference, quantile, sample_size_hint)
+from .pertask import cost_per_accepted, per_task_counts, per_task_values, rate_per_task, task_metric
 from .placement import nodes_section, saturation
 from .result import TrialResult
 from .shapecoverage import measured_at_shape, outside_band
@@ -97,11 +97,7 @@ def _candidate(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str],
     whole = TrialCost()
     for c in (costs[r.id] for r in rows):  # this candidate's trials only
         whole += c
-    spent: dict[str, float] = defaultdict(float)  # per task, in one pass over the trials
-    for r in rows:
-        spent[r.task] += costs[r.id].total
-    cost = ratio_interval([spent[t] for t in tasks], [per_task[t][1] for t in tasks], [cluster_of[t] for t in tasks],
-                          a.confidence, seed=m.experiment.seed)
+    cost = cost_per_accepted(rows, tasks, per_task, cluster_of, costs, m)[0]
     out["cost_usd_total"] = round(whole.total, 10)
     out["cost"] = whole.to_dict()
     out["attempts_with_unknown_cost"] = sum(r.cost.unknown_attempts for r in rows)
@@ -290,7 +286,7 @@ def _compare(report: dict[str, Any], by_cand: dict[str, list[TrialResult]], m: M
         tasks = sorted(set(base) & set(cand))  # only tasks where both have the trials the metric needs
         diff = paired_difference([cand[t] for t in tasks], [base[t] for t in tasks], [cluster_of[t] for t in tasks],
                                  m.analysis.confidence, seed=m.experiment.seed)
-        ground = common_ground(by_cand[baseline], by_cand[c.name], tasks, m, cluster_of, costs)
+        ground = common_ground((by_cand[baseline], base), (by_cand[c.name], cand), tasks, m, cluster_of, costs)
         report["comparisons"].append({
             "baseline": baseline, "candidate": c.name, "metric": report["primary_metric"], "paired_tasks": len(tasks),
             "paired_clusters": ground["clusters"], "paired_effective_clusters": ground["effective_clusters"],
