@@ -61,11 +61,17 @@ def owes_retry(result: TrialResult) -> bool:
     return own <= INFRA_RETRIES
 
 
-def rerun_recorded(recorded: list[TrialResult], every: bool = False) -> dict[str, TrialResult]:
+def rerun_recorded(recorded: list[TrialResult], every: bool = False,
+                   paths: RunPaths | None = None) -> dict[str, TrialResult]:
     """The recorded trials a resumed run runs again, by id: those recorded as infrastructure errors whose retry
     budget allows another attempt (``owes_retry``: for instance, retries a run of an earlier version spent
-    during an engine outage); with ``every``, every infrastructure error."""
-    return {r.id: r for r in recorded if r.is_infra_error and (every or owes_retry(r))}
+    during an engine outage); with ``every``, every infrastructure error; with ``paths``, also one whose next
+    attempt owes a retry (an earlier session ran it again with ``--rerun-infra-errors`` and stopped between that
+    attempt and its retry: the owed retry is a fact of the run, not of the option)."""
+    def owed_after(r: TrialResult) -> bool:
+        return paths is not None and paths.attempt(r.id, r.attempt + 1).retry_owed.exists()
+
+    return {r.id: r for r in recorded if r.is_infra_error and (every or owes_retry(r) or owed_after(r))}
 
 
 def resumed(spec: TrialSpec, paths: RunPaths, record: TrialResult | None = None) -> TrialSpec:

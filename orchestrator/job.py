@@ -164,7 +164,7 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
                                              **arrangement([c.name for c in m.candidates], m.experiment.seed),
                                              "trials": [s.trial_id for s in specs]}, indent=1) + "\n")
         recorded = store.trials()
-        again = rerun_recorded(recorded, every=rerun_infra_errors)
+        again = rerun_recorded(recorded, every=rerun_infra_errors, paths=paths)
         kept_infra = [r.id for r in recorded if r.is_infra_error and r.id not in again]
         rerun = {s.trial_id: resumed(s, paths, again[s.trial_id]) for s in specs if s.trial_id in again}
         queue = deque(rerun[s.trial_id] if s.trial_id in rerun else resumed(s, paths)
@@ -232,6 +232,18 @@ def _owe(paths: RunPaths, spec: TrialSpec, result: TrialResult) -> None:
     owed = paths.attempt(spec.trial_id, spec.attempt)
     owed.folder.mkdir(parents=True, exist_ok=True)
     owed.retry_owed.write_text(json.dumps(result.to_dict(), default=str))
+
+
+def _outage_attempt(result: TrialResult, watch: EngineWatch, submitted: dict, spec: TrialSpec,
+                    paths: RunPaths) -> TrialResult | None:
+    """The attempt as ``infra_error(engine_outage)`` (rewritten in its folder) when an engine outage ended it
+    (``outage_of``), else None."""
+    evidence = outage_of(result, watch, submitted.pop((spec.trial_id, spec.attempt), None))
+    if evidence is None:
+        return None
+    if result.is_infra_error and result.verdict.kind == OUTAGE_KIND:
+        return result
+    return write_result(as_outage(result, evidence), paths.trial(spec.trial_id, spec.attempt))
 
 
 def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost: float, store: Store,
@@ -312,13 +324,10 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
                         outage = True
                         say(f"engine outage: the Docker engine does not answer; no trial starts while it is out "
                             f"({runner.running} running)")
-                    evidence = outage_of(result, watch, submitted.pop((spec.trial_id, spec.attempt), None))
-                    if evidence is not None:
+                    converted = _outage_attempt(result, watch, submitted, spec, paths)
+                    if converted is not None:
                         # whatever the last probe said, nothing starts until the engine answers steadily again
-                        outage = True
-                        if not (result.is_infra_error and result.verdict.kind == OUTAGE_KIND):
-                            result = write_result(as_outage(result, evidence),
-                                                  paths.trial(spec.trial_id, spec.attempt))
+                        outage, result = True, converted
                 if result.is_infra_error and owes_retry(result):
                     if result.verdict.kind == OUTAGE_KIND:
                         say(f"{spec.trial_id}: attempt {spec.attempt} ended by the engine outage; it runs again once "
@@ -339,6 +348,8 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
         # running trials stop before grading; finished ones are still recorded
         for spec, outcome in runner.interrupt():
             if isinstance(outcome, TrialResult) and not misconfigured_by(paths, spec):
+                if watch is not None:  # an attempt the outage ended is the outage's here too, never a result
+                    outcome = _outage_attempt(outcome, watch, submitted, spec, paths) or outcome
                 if outcome.is_infra_error and owes_retry(outcome):
                     _owe(paths, spec, outcome)  # a resumed run runs its retry
                 else:

@@ -182,6 +182,9 @@ class Conditions:
     memory_peak_bytes: int | None = None
     prepared_ahead: bool | None = None
     """Whether the trial's sandbox and grader were made while earlier trials ran (``ahead``), not on its path."""
+    processing_repeated: str | None = None
+    """The error of a first export or grading of what the agent left, which was then done once more on the same
+    input (an error that does not come again is trialbox's, not the agent's): None when nothing was repeated."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

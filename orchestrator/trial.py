@@ -153,12 +153,12 @@ def ended_attempt(spec: TrialSpec, verdict: Verdict, attempt_cost: float | None,
     return write_result(TrialResult.ended(spec, verdict, attempt_cost, node, cost_note), folder)
 
 
-def unprocessable_verdict(stage: str, exc: BaseException) -> Verdict:
+def unprocessable_verdict(stage: str, exc: BaseException, more: Mapping[str, Any] | None = None) -> Verdict:
     """Where a fault lies decides its outcome: an error raised while trialbox processed what the agent left
     (its workspace, its events) is the agent's, a rejection, never an infrastructure error with a free retry.
     The evidence names the exception, so a defect of trialbox's own shows as what it is."""
     crit = Criterion("processable_output", True, False,
-                     {"stage": stage, "error": recordable(f"{type(exc).__name__}: {exc}")[:1000]})
+                     {"stage": stage, "error": recordable(f"{type(exc).__name__}: {exc}")[:1000], **(more or {})})
     return Verdict(Outcome.REJECTED, "unprocessable_output", False, ["processable_output"], [crit])
 
 
@@ -252,7 +252,9 @@ def _stages(spec: TrialSpec, agent, prepared: Prepared, host: SandboxHost, files
             raise  # before the agent stopped: trialbox's own failure
         log.warning("the agent's output could not be processed", trial=spec.trial_id, stage=got.stage, error=repr(exc))
         got.events = read_events(files.events)
-        return unprocessable_verdict(got.stage, exc), TrialResult.graded
+        first = got.conditions.get("processing_repeated")  # this stage was done twice: the error came again
+        twice = first is not None and first.startswith(f"{got.stage}:")
+        return unprocessable_verdict(got.stage, exc, {"first_error": first} if twice else None), TrialResult.graded
 
 
 def _agent_to_verdict(spec: TrialSpec, agent, prepared: Prepared, host: SandboxHost, files: AttemptPaths,
@@ -274,6 +276,24 @@ def _agent_to_verdict(spec: TrialSpec, agent, prepared: Prepared, host: SandboxH
             grader.discard()  # a no-op once grading took it
 
 
+def _again_if_passing(got: _Gathered, step):
+    """One stage of processing what the agent left (export, grading), done once more on the same input when it
+    raises an error that is neither the engine's nor an interrupt: such an error is the agent's (an unprocessable
+    output) only when it comes again. One that does not was trialbox's, passing (a fault of the host's moment),
+    and a rejection for it would be a wrong verdict; the repeat's result stands, and the first error is kept in
+    the trial's conditions (``processing_repeated``)."""
+    try:
+        return step()
+    except (Cancelled, SandboxError, OSError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - which errors come again is what this finds out
+        first = recordable(f"{got.stage}: {type(exc).__name__}: {exc}")[:1000]
+        log.warning("processing the agent's output failed; once more on the same input", stage=got.stage,
+                    error=repr(exc)[:1000])
+        got.conditions["processing_repeated"] = first
+        return step()
+
+
 def _through_grading(spec: TrialSpec, agent, prepared: Prepared, host: SandboxHost, files: AttemptPaths,
                      grader_limits: GraderLimits, judge: Judge | None, cancel: threading.Event | None,
                      got: _Gathered, name: str, labels: dict[str, str], ahead: list, prepare_grader,
@@ -286,9 +306,9 @@ def _through_grading(spec: TrialSpec, agent, prepared: Prepared, host: SandboxHo
                             sandbox={"host_config": session.sandbox.info.host_config if session.sandbox.info else None})
         got.conditions.update(session.usage)
         got.stage = "export"  # from here on, everything processed is what the agent left
-        final = export_workspace(session.sandbox, spec.task.config.workdir,
-                                 limits=ExportLimits(max_bytes=spec.environment.disk_limit_mb << 20),
-                                 listing=session.listing)
+        final = _again_if_passing(got, lambda: export_workspace(
+            session.sandbox, spec.task.config.workdir, limits=ExportLimits(max_bytes=spec.environment.disk_limit_mb << 20),
+            listing=session.listing))
         lap("export")
     if cancel is not None and cancel.is_set():
         raise Cancelled(spec.trial_id)
@@ -296,13 +316,13 @@ def _through_grading(spec: TrialSpec, agent, prepared: Prepared, host: SandboxHo
     final.to_tar(files.final_workspace)
     lap("export")
     got.stage = "grading"
-    graded = grade_trial(host.sandboxes, spec.grader_image, spec.task, prepared.original, final, got.events, stopped,
-                         prepared.canaries.values, spec.environment.network_policy, spec.candidate.agent,
-                         grader_limits, name, judge, spec.trial_id, labels, setup_outputs=session.setup_outputs,
-                         usage=got.grader_used, tool_map=getattr(spec.candidate, "tool_map", None),
-                         text_edits=getattr(spec.candidate, "text_edits", "none"),
-                         owned_paths=tuple(getattr(spec.candidate, "owned_paths", ()) or ()),
-                         prepared=ahead[0] if ahead else None)
+    graded = _again_if_passing(got, lambda: grade_trial(
+        host.sandboxes, spec.grader_image, spec.task, prepared.original, final, got.events, stopped,
+        prepared.canaries.values, spec.environment.network_policy, spec.candidate.agent, grader_limits, name, judge,
+        spec.trial_id, labels, setup_outputs=session.setup_outputs, usage=got.grader_used,
+        tool_map=getattr(spec.candidate, "tool_map", None), text_edits=getattr(spec.candidate, "text_edits", "none"),
+        owned_paths=tuple(getattr(spec.candidate, "owned_paths", ()) or ()),
+        prepared=ahead[0] if ahead else None))  # a repeat takes a fresh grader: a prepared one is used once
     got.recorded["grader_sha256"] = tree_sha256(spec.task.grader_folder)
     got.stage = "artifacts"
     files.diff.write_bytes(graded.diff.text.encode("utf-8", "surrogateescape"))  # names as their bytes

@@ -68,10 +68,17 @@ def remove_containers(client: docker.DockerClient, filters: dict[str, str],
                 removed.append(c["Names"][0].lstrip("/") if c.get("Names") else c["Id"][:12])
             except docker.errors.NotFound:
                 pass
-            except docker.errors.APIError:
+            except docker.errors.APIError as exc:
+                if _removal_in_progress(exc):
+                    continue  # another remover has it (two nodes' clean-ups on one engine): gone, not ours to count
                 if not best_effort:
                     raise
     return removed
+
+
+def _removal_in_progress(exc: docker.errors.APIError) -> bool:
+    """The engine's 409 for a container another caller is already removing."""
+    return exc.status_code == 409 and "already in progress" in str(exc.explanation or exc)
 
 
 def collect_garbage(client: docker.DockerClient, settings: Settings, everything: bool = False) -> GcResult:

@@ -165,7 +165,7 @@ tasks: {path: ../tasks, graders: ../graders, images: ../images, select: [textkit
     assert len(ids) == 12 and len(set(ids)) == 12  # every trial recorded exactly once
     for r in rows:  # the verdicts of a run without the fault
         expected = "accepted" if r["candidate"] == "oracle" else "rejected"
-        assert r["verdict"]["outcome"] == expected, (r["id"], r["verdict"])
+        assert r["verdict"]["outcome"] == expected, (r["id"], json.dumps(r["verdict"], indent=1), err[-4000:])
         # every attempt it replaced is one the outage ended, never a retry of its own
         assert all(a["kind"] == "engine_outage" for a in r.get("previous_attempts") or []), r["previous_attempts"]
     replaced = {r["id"] for r in rows if r.get("previous_attempts")}

@@ -249,9 +249,19 @@ def test_a_lost_node_and_a_lost_worker_are_retried_once_and_nothing_is_lost(clus
         lost_trials = {c.labels["org.trialbox.trial"] for c in by_node["n2"]}
         os.kill(int(victim.labels[OWNER].rsplit(":", 2)[1]), signal.SIGKILL)  # n1's Ray worker dies alone
         cluster.kill_node("n2")                                               # n2 is lost with everything on it
-        # the dead worker's sandbox is removed by its node at once, not at the end of the run
-        wait_for(lambda: victim.id not in {c["Id"] for c in client.api.containers(all=True)}, 60,
-                 "the killed worker's sandbox to be removed")
+        # the dead worker's sandbox is removed by its node at once, not at the end of the run: before the trial's
+        # retry (another 40 s of sleep at least) is recorded. Not a wall-clock bound: on a busy host the driver
+        # may first wait out n2's ping (up to NODE_ANSWER_S) and n1 may take long to start a worker for the clean
+        def victim_gone():
+            if victim.id in {c["Id"] for c in client.api.containers(all=True)}:
+                return None
+            try:
+                return ("recorded then", [r for r in rows(run) if r["id"] == killed_worker_trial])
+            except sqlite3.Error:  # the store is being written: look again
+                return None
+
+        _, recorded_then = wait_for(victim_gone, 600, "the killed worker's sandbox to be removed", proc)
+        assert recorded_then == [], "the killed worker's sandbox stayed until its retry had finished"
         assert proc.poll() is None
         out, err = proc.communicate(timeout=1200)
     finally:

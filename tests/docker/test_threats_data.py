@@ -104,6 +104,7 @@ def test_a_fault_is_attributed_where_it_lies(setup, client, tmp_path, monkeypatc
     no retry); the engine failing is infrastructure (a retry)."""
     import orchestrator.trial as trial_module
     from orchestrator.errors import SandboxError
+    real = trial_module.grade_trial
 
     def agent_side(*a, **k):
         raise UnicodeEncodeError("utf-8", "x\udcff", 1, 2, "surrogates not allowed")
@@ -111,8 +112,25 @@ def test_a_fault_is_attributed_where_it_lies(setup, client, tmp_path, monkeypatc
     monkeypatch.setattr(trial_module, "grade_trial", agent_side)
     verdict, result, _, _ = trial(setup, client, tmp_path, [*FIX, *SUBMIT])
     assert (verdict["outcome"], verdict["kind"]) == ("rejected", "unprocessable_output")
-    assert criteria(verdict)["processable_output"]["evidence"]["stage"] == "grading"
+    evidence = criteria(verdict)["processable_output"]["evidence"]
+    assert evidence["stage"] == "grading"
+    # it came again when grading was done once more on the same input: both errors named
+    assert evidence["first_error"].startswith("grading: UnicodeEncodeError") and "UnicodeEncodeError" in evidence["error"]
     assert result["stop_reason"] == "submitted"
+
+    # an error of processing that does not come again is trialbox's passing fault: the repeat's verdict stands
+    calls = []
+
+    def passing(*a, **k):
+        calls.append(1)
+        if len(calls) == 1:
+            raise ValueError("a passing fault of the host's moment")
+        return real(*a, **k)
+
+    monkeypatch.setattr(trial_module, "grade_trial", passing)
+    verdict, result, _, _ = trial(setup, client, tmp_path, [*FIX, *SUBMIT])
+    assert len(calls) == 2 and verdict["outcome"] == "accepted", verdict
+    assert result["conditions"]["processing_repeated"] == "grading: ValueError: a passing fault of the host's moment"
 
     def engine_side(*a, **k):
         raise SandboxError("engine refused: container gone")

@@ -316,6 +316,39 @@ def test_an_attempt_ended_on_the_outage_pauses_the_run_even_when_the_probe_still
     assert st.trial("t/a/0").previous_attempts[0].kind == OUTAGE_KIND
 
 
+def test_ctrl_c_during_an_outage_owes_the_attempts_it_ended_and_records_none_of_them(store):
+    """The trials in flight when Ctrl-C comes during an outage ended on the outage (here one accepted, one an
+    infrastructure error of another kind): neither is a result, each is owed its retry as the outage's, and a
+    resume runs it (a review's finding: the interrupt path recorded them as they came)."""
+    paths, st = store
+    engine = Engine(back_after=0)
+    watch = engine.watch()
+
+    class Interrupted(Outaged):
+        def wait(self):
+            engine.back_at = 1e9  # the engine goes away under the running trials, and the user presses Ctrl-C
+            watch.answers_now()
+            engine.now += 5
+            raise KeyboardInterrupt
+
+        def interrupt(self):
+            ended = [(s, accepted(s) if s.replicate == 0 else infra(s, "grader_start", "the grader could not start"))
+                     for s in self.pending]
+            self.pending = []
+            return ended
+
+    first, second = spec(0), spec(1)
+    backend = Interrupted(accepted, engine)
+    with pytest.raises(KeyboardInterrupt):
+        _run_queue(deque([first, second]), 2, 0, None, 0.0, st, backend, paths, lambda _: None, 1.0,
+                   watch=watch, outage_wait_s=600)
+    assert backend.submitted == [("t/a/0", 1), ("t/a/1", 1)]
+    assert st.trials() == []  # neither verdict is one a run without the fault gives
+    for s in (first, second):
+        again = resumed(s, paths)
+        assert again.attempt == 2 and again.previous_attempts[0].kind == OUTAGE_KIND
+
+
 def test_without_an_outage_an_infrastructure_error_is_retried_once_as_before(store):
     paths, st = store
     engine = Engine(back_after=0)
@@ -345,6 +378,25 @@ def test_resume_reruns_infrastructure_errors_whose_retry_was_not_spent(tmp_path)
     assert set(rerun_recorded([a, b, c], every=True)) == {"t/a/0", "t/a/1"}
     nxt = resumed(spec(0), RunPaths(tmp_path), a)
     assert nxt.attempt == 3 and nxt.retries == 2 and [p.attempt for p in nxt.previous_attempts] == [1, 2]
+
+
+def test_a_plain_resume_runs_the_retry_a_rerun_session_owes(store):
+    """A session with ``--rerun-infra-errors`` ran a spent infrastructure error again, that attempt failed on
+    infrastructure too, and the session stopped before its retry: a plain ``run`` runs the owed retry (a review's
+    finding: it looked at the recorded row only, whose retry was spent, and the owed retry was never run)."""
+    paths, st = store
+    old = spent_on_its_own(spec(1))
+    st.record(old, [])
+    assert rerun_recorded(st.trials(), paths=paths) == {}  # its retry spent and nothing owed: kept as it is
+    third = resumed(spec(1), paths, old)  # the rerun session's attempt
+    assert third.attempt == 3
+    again = result(third, infra_verdict("grader_start", "the grader could not start"), attempt=3, retries=2)
+    owed = paths.attempt("t/a/1", 3)
+    owed.folder.mkdir(parents=True)
+    owed.retry_owed.write_text(json.dumps(again.to_dict()))
+    assert set(rerun_recorded(st.trials(), paths=paths)) == {"t/a/1"}
+    nxt = resumed(spec(1), paths, rerun_recorded(st.trials(), paths=paths)["t/a/1"])
+    assert nxt.attempt == 4 and [p.attempt for p in nxt.previous_attempts] == [1, 2, 3]
 
 
 def test_a_rerun_trial_is_stored_once_its_old_record_kept_as_history(store):
