@@ -24,6 +24,7 @@ from typing import Any
 
 import docker
 
+from . import crashpoint
 from .agents import BudgetLimits, preflight
 from .backends import Backend, choose, open_backend
 from .errors import Cancelled, ConfigError, DriftError, LockError
@@ -225,6 +226,7 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
 def _record(store: Store, paths: RunPaths, spec: TrialSpec, result: TrialResult) -> None:
     events_file = paths.attempt(spec.trial_id, spec.attempt).events
     store.record(result, read_events(events_file) if events_file.exists() else [])
+    crashpoint.reached("recorded")
 
 
 def _owe(paths: RunPaths, spec: TrialSpec, result: TrialResult) -> None:
@@ -232,6 +234,7 @@ def _owe(paths: RunPaths, spec: TrialSpec, result: TrialResult) -> None:
     owed = paths.attempt(spec.trial_id, spec.attempt)
     owed.folder.mkdir(parents=True, exist_ok=True)
     owed.retry_owed.write_text(json.dumps(result.to_dict(), default=str))
+    crashpoint.reached("owed")
 
 
 def _outage_attempt(result: TrialResult, watch: EngineWatch, submitted: dict, spec: TrialSpec,

@@ -23,6 +23,8 @@ import contextvars
 import time
 from collections.abc import Iterator
 
+from . import crashpoint
+
 STAGES = ("prepare", "sandbox", "setup", "agent", "stop", "export", "cleanup", "grader_start", "grading",
           "grader_cleanup", "record")
 
@@ -67,6 +69,7 @@ def lap(stage: str) -> None:
     clock = _CURRENT.get()
     if clock is not None:
         clock.lap(stage)
+        crashpoint.reached(stage)  # fault injection only (``TRIALBOX_CRASH_AT``): a no-op in normal use
 
 
 def restart() -> None:
