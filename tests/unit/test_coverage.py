@@ -67,3 +67,18 @@ def test_equal_repositories_count_as_many_clusters_one_dominant_as_few():
     assert bm_df(equal) == pytest.approx(9.0)  # G - 1 when sizes are equal
     dominant = [str(g) for g, n in enumerate([45] + [5] * 11) for _ in range(n)]
     assert bm_df(dominant) < 5  # twelve repositories, one of them 45% of the tasks: about four
+
+
+def test_a_shape_measurement_near_an_edge_of_the_band_gets_more_experiments():
+    """The report's own-shape coverage: 400 experiments leave a standard error of about 1.1 points, so a reading
+    within two of them of 93% or 97% is measured on 1,600 more before it is called inside or outside."""
+    from orchestrator.simulate import _near_edge, shape_coverage
+
+    assert _near_edge(0.925, 400) and _near_edge(0.975, 400) and _near_edge(0.95, 400)
+    assert not _near_edge(0.85, 400) and not _near_edge(0.995, 400) and not _near_edge(0.95, 20000)
+    measured = shape_coverage((2, 1, 1), 3, 0.5, reps=40, more_reps=60)
+    for name, m in measured.items():
+        assert m["experiments"] in (40, 100), (name, m)
+        if m["experiments"] == 40:  # left alone only when far from both edges
+            assert not _near_edge(m["coverage"], 40), (name, m)
+    assert any(m["experiments"] == 100 for m in measured.values())  # (2, 1, 1) has readings near an edge
