@@ -85,7 +85,10 @@ class GraderLimits:
     @classmethod
     def for_environment(cls, env) -> "GraderLimits":
         return cls(cpu_reservation=min(env.cpu_reservation, cls.cpu_limit),
-                   memory_reservation_mb=min(env.memory_reservation_mb, cls.memory_limit_mb))
+                   memory_reservation_mb=min(env.memory_reservation_mb, cls.memory_limit_mb),
+                   # twice the agent's disk (blocks and, on ext4, inodes): its workspace alone cannot fill the
+                   # grader's, whatever it left, beside the tests and the grader's own files
+                   disk_limit_mb=max(cls.disk_limit_mb, 2 * int(env.disk_limit_mb)))
 
 
 @dataclass
@@ -359,18 +362,20 @@ FILLED = ("no space left on device", "disk quota exceeded", "enospc")
 
 
 def _between_groups(sandbox: Sandbox, comp: Composition, when: str, outputs: tuple[str, ...] = (),
-                    run: TestRun | None = None, code_ran: bool = True) -> list[str]:
-    """``_check_between_groups``; where the code under test has run (``code_ran``) and the check failed because the
-    grader's disk is full (the engine's own error says so: the check's list could not be copied in), the failure is
-    a ``GraderInfraError``, which grading compares with the untouched repository like any run without results (so it
-    is the agent's failure unless the untouched repository fails the same way). Every other sandbox error stays the
+                    run: TestRun | None = None) -> list[str]:
+    """``_check_between_groups``; where the check failed because the grader's disk is full (the engine's own error
+    says so: the check's list could not be copied in), the failure is a ``GraderInfraError``, which grading compares
+    with the untouched repository like any run without results (so it is the agent's failure unless the untouched
+    repository fails the same way). That holds before the first group too: the agent's files
+    alone can fill the disk's inodes (a review's finding: 65,536 empty files made it a sandbox error, retried for
+    free); the grader's disk is twice the agent's (``GraderLimits.for_environment``), so an honest workspace cannot. Every other sandbox error stays the
     sandbox's (an infrastructure error, retried): an engine that does not answer, an exec whose output it lost, a
     transient API error, a paused or vanished container, an OOM kill are not shown to be the code's doing, and
     calling them the agent's failure would reject honest work."""
     try:
         return _check_between_groups(sandbox, comp, when, outputs, run)
     except SandboxError as exc:
-        if not code_ran or isinstance(exc, EngineUnavailable) or not any(m in str(exc).lower() for m in FILLED):
+        if isinstance(exc, EngineUnavailable) or not any(m in str(exc).lower() for m in FILLED):
             raise
         raise GraderInfraError("grader_sandbox", f"the grader's disk was full {when}: {exc}") from exc
 
@@ -666,7 +671,7 @@ def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limi
     logs: list[str] = []
     groups: list[tuple[list[str], Tripwire | None, dict | None, dict[str, int] | None]] = []
     for i, file in enumerate(files):
-        run.integrity += _between_groups(sandbox, comp, f"before group {i}", outputs, run, code_ran=i > 0)
+        run.integrity += _between_groups(sandbox, comp, f"before group {i}", outputs, run)
         group, wire = _group_nodes(nodes, file), wires.get(file)
         argv = [_as_run(n, comp.names) for n in group]
         if wire is not None and wire.embedded:  # every test in the order of the file, the tripwire at its own place
