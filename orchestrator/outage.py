@@ -9,9 +9,10 @@ steadily (three probes in a row, a second apart), and then goes on; past the bou
 (exit 75): ``trialbox run`` on the same folder finishes the run.
 
 An attempt is **ended by the outage** (``outage_of``) when the engine was seen not answering while it ran,
-whatever its verdict (the engine's stop killed its sandbox or its grader); or when it ended on an
-infrastructure error, or on a sandbox that died under its agent, and the outage was seen within a few seconds
-of its end, or its evidence is one of the engine's own outage errors (``outage_text``: connection refused,
+or within a few seconds after its end, whatever its verdict (the engine's stop killed its sandbox or its grader,
+and the probe sees it up to a second or two late: were only the failed attempts given those seconds, the ones
+retried would be chosen by their outcome, which favours acceptance); or when it ended on an infrastructure
+error, or on a sandbox that died under its agent, and its evidence is one of the engine's own outage errors (``outage_text``: connection refused,
 the socket gone, "database not open" while it restarts...). Such an attempt is recorded nowhere: it is marked
 as ``infra_error(engine_outage)`` with the outage in its evidence, and its trial runs again once the engine
 answers, without spending the trial's retry (``MAX_OUTAGE_ATTEMPTS`` bounds how often).
@@ -248,14 +249,15 @@ def outage_of(result: Any, watch: "EngineWatch | None", since: float | None = No
 
     Whatever its verdict: an attempt that ran while the engine was out lost its sandbox or its grader to the
     engine's stop, so its verdict, accepted or rejected, is not one a run without the fault gives (and keeping
-    the accepted ones while retrying the others would favour acceptance). An attempt that ended in a way an
-    outage causes (``suspect``) also counts when the outage was seen within ``GRACE_S`` after its end, or when
-    its own evidence is the engine's outage error."""
+    the accepted ones while retrying the others would favour acceptance). The same holds for the ``GRACE_S``
+    after its end (the probe's lateness), whatever its verdict too: given only to attempts that ended in a way an
+    outage causes (``suspect``), it chose the attempts run again by their outcome (a review's finding). Such an
+    attempt also counts when its own evidence is the engine's outage error."""
     if result.is_infra_error and result.verdict.kind == OUTAGE_KIND:
         return "; ".join(result.verdict.reasons)
     odd = suspect(result)
     own = evidence_of(result)
-    window = watch.during(result.started_at, result.finished_at, since, GRACE_S if odd else 0.0) \
+    window = watch.during(result.started_at, result.finished_at, since, GRACE_S) \
         if watch is not None else None
     if window is not None:
         return f"engine outage: {window.describe()}; the attempt ended on it: {own}"[:1000]

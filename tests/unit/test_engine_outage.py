@@ -97,7 +97,7 @@ def test_attribution_needs_an_outage_seen_or_the_engines_own_error():
     assert "did not answer" in outage_of(accepted(s), down, since=990.0)
 
 
-def test_a_graded_attempt_that_ended_before_the_outage_stands():
+def test_the_seconds_before_an_outage_was_seen_count_whatever_the_verdict():
     t = {"now": 1000.0}
     state = {"up": False}
 
@@ -109,10 +109,13 @@ def test_a_graded_attempt_that_ended_before_the_outage_stands():
     watch.answers_now()
     s = spec(0)
     iso = lambda x: __import__("datetime").datetime.fromtimestamp(x, __import__("datetime").timezone.utc).isoformat()  # noqa: E731
-    before = result(s, accepted(s).verdict, started_at=iso(990), finished_at=iso(998))
-    assert outage_of(before, watch) is None  # graded before the engine went: no grace for a graded attempt
     dying = result(s, broken(s).verdict, started_at=iso(990), finished_at=iso(998))
     assert outage_of(dying, watch) is not None  # its sandbox died just before the probe saw the engine gone
+    # the same seconds for an accepted attempt: which attempts run again must not depend on their outcome
+    graded = result(s, accepted(s).verdict, started_at=iso(990), finished_at=iso(998))
+    assert outage_of(graded, watch) is not None
+    for verdict in (accepted(s).verdict, broken(s).verdict):  # ended well before the outage was seen: stands
+        assert outage_of(result(s, verdict, started_at=iso(980), finished_at=iso(990)), watch) is None
 
 
 def test_an_outage_window_counts_for_attempts_that_overlap_it_only():
