@@ -52,6 +52,17 @@ def _suspicious(run: TestRun) -> bool:
     return run.timed_out or run.oom or run.exit_code is None or not run.results_found
 
 
+def _how(run: TestRun, limits: GraderLimits) -> str:
+    """How a grader's run failed, in words (the grader's fault when the untouched repository fails so too)."""
+    if run.oom:
+        return f"the grader container was killed for memory, at its limit of {limits.memory_limit_mb} MiB"
+    if run.timed_out:
+        return f"the grader ran out of time ({limits.timeout_s:.0f} s)"
+    if run.exit_code is None:
+        return "the grader's command did not finish"
+    return f"no test results (exit code {run.exit_code})"
+
+
 def _test(sandboxes: SandboxFactory, image_id: str, final: Tree, original: Tree, task: Task, limits: GraderLimits, name: str,
           labels: dict[str, str] | None = None, usage: list[Usage] | None = None,
           prepared: "PreparedGrader | None" = None) -> TestRun:
@@ -78,7 +89,8 @@ def _test(sandboxes: SandboxFactory, image_id: str, final: Tree, original: Tree,
             if _suspicious(run):
                 base = graded(original, None if script else compose(original, original, task), "baseline")
                 if _suspicious(base):
-                    raise GraderInfraError("grader_broken", f"the untouched repository fails the same way: {base.log_tail[-800:]}")
+                    raise GraderInfraError("grader_broken", f"the untouched repository fails the same way "
+                                           f"({_how(base, limits)}): {base.log_tail[-800:]}")
                 run.results_found = True  # the agent's failure, with whatever it produced
             if comp is not None:
                 run.restored, run.removed, run.ignored = comp.restored, comp.removed, comp.ignored
