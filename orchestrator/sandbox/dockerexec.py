@@ -33,11 +33,14 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 # Kills every process carrying the marker, and every process in their sessions,
-# until a pass finds none. bash builtins only (read, kill, globbing): it forks
-# nothing, so it still works when a fork bomb holds every pid the cgroup allows.
+# until a pass finds none. bash builtins only (read, kill, globbing, an arithmetic
+# loop): it forks nothing, so it still works when a fork bomb holds every pid the
+# cgroup allows. (Its pass list was a command substitution, which forks: under a
+# bomb that fork waited on bash's retries; a CI run on a busy host then found the
+# bomb still running 10 s after the kill.)
 KILL_SCRIPT = r"""
 m="$1"; me=$$
-for pass in $(eval echo {1..60}); do
+for ((pass = 1; pass <= 60; pass++)); do
   found=""; sids=" "
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
