@@ -14,6 +14,7 @@ inherit the matching builtin so callers can catch either.
     │   └── DriftError                   identifiers differ from the lock (``drifted``)
     ├── CapacityError                    this host cannot hold even one trial's reservations
     ├── EngineOutage                     the engine did not answer again within the run's bound (exit 75)
+    ├── HostDiskFull                     the run folder's or state folder's file system is full (exit 74)
     ├── InfraErrorsAbove                 a run ended with more infrastructure errors than it allows (exit 4)
     ├── ClusterError                     the Ray cluster cannot run this experiment
     │   └── NodeError                    trialbox failed while running a trial on a node (``spend``)
@@ -111,6 +112,14 @@ class EngineOutage(TrialboxError):
     Exit 75 (EX_TEMPFAIL: try again later)."""
 
     exit_code = 75
+
+
+class HostDiskFull(TrialboxError):
+    """A file system the run writes to (the run folder's, the state folder's) is full or over quota, or has less
+    free than a trial needs to start (``hostspace``): the run stopped, no new trial started, no retry spent, every
+    record whole or absent (``trialbox run`` on the folder goes on once space is freed). Exit 74 (EX_IOERR)."""
+
+    exit_code = 74
 
 
 class InfraErrorsAbove(TrialboxError):

@@ -144,12 +144,19 @@ class EventLog:
         """Write ``log_closed``, fsync, close; returns the final hash (keep it as the anchor)."""
         if self.closed:
             return self.head
-        self.append("log_closed", count=self.seq)
-        with self._lock:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-            self._fh.close()
-            self.closed = True
+        try:
+            self.append("log_closed", count=self.seq)
+            with self._lock:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+        finally:  # closed even when the disk is full: a second close (the session's clean-up) does not write again
+            with self._lock:
+                if not self.closed:
+                    self.closed = True
+                    try:
+                        self._fh.close()
+                    except OSError:
+                        pass  # the error that matters was raised above
         return self.head
 
 

@@ -146,7 +146,7 @@ def render(report: dict[str, Any]) -> str:
     stop = run.get("stopped")
     if stop:  # before every figure: they all lack these trials
         warnings = (f"<p class='warn'><strong>RUN STOPPED on "
-                    f"{'an engine outage' if stop.get('cause') == 'engine_outage' else 'a configuration error'}:</strong> {_esc(stop['reason'])}; "
+                    f"{ {'engine_outage': 'an engine outage', 'host_disk_full': 'a full host disk'}.get(stop.get('cause'), 'a configuration error')}:</strong> {_esc(stop['reason'])}; "
                     f"not in any figure: {_esc(len(stop['unrecorded']))} trial(s) that ended on it "
                     f"({_esc(', '.join(stop['unrecorded']))}), {_esc(stop['not_started'])} not started</p>") + warnings
     infra = run.get("infra_errors") or {}

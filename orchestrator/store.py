@@ -246,6 +246,17 @@ class Store:
                 return store.db
 
             def __exit__(self, exc_type, *rest) -> None:
-                store.db.execute("ROLLBACK" if exc_type else "COMMIT")
+                # a failed write (a full disk: "database or disk is full") may have ended the transaction itself;
+                # a failed COMMIT leaves it open: either way the row is whole or absent, and the first error stands
+                if exc_type is None:
+                    try:
+                        store.db.execute("COMMIT")
+                        return
+                    except sqlite3.Error:
+                        if store.db.in_transaction:
+                            store.db.execute("ROLLBACK")
+                        raise
+                if store.db.in_transaction:
+                    store.db.execute("ROLLBACK")
 
         return _Tx()

@@ -42,12 +42,14 @@ def _run_lines(report: dict[str, Any]) -> list[str]:
     lines = []
     stop = report["run"].get("stopped")
     if stop:  # first: every figure below lacks these trials
-        outage = stop.get("cause") == "engine_outage"
-        lines.append(f"RUN STOPPED on {'an engine outage' if outage else 'a configuration error'}: {stop['reason']}")
+        cause = stop.get("cause")
+        what, fix = {"engine_outage": ("an engine outage", "start the engine"),
+                     "host_disk_full": ("a full host disk", "free space")}.get(cause, ("a configuration error",
+                                                                                    "fix the setup"))
+        lines.append(f"RUN STOPPED on {what}: {stop['reason']}")
         lines.append(f"    not in any figure: {len(stop['unrecorded'])} trial(s) that ended on it"
                      + (f" ({', '.join(stop['unrecorded'])})" if stop["unrecorded"] else "")
-                     + f", {stop['not_started']} not started; "
-                     + ("start the engine" if outage else "fix the setup") + " and run the same command again")
+                     + f", {stop['not_started']} not started; {fix} and run the same command again")
     infra = report["run"].get("infra_errors")
     if infra and (infra["trials"] or infra["attempts_ended_by_engine_outage"]):  # first too: the figures lack them
         lines.append(f"infrastructure errors: {infra['trials']} trial(s)"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from ..errors import AgentStop, SandboxBroken, TrialboxError
 from ..events import EventLog
+from ..hostspace import host_full
 from ..log import get_logger
 from ..stops import AgentResult, StopReason
 from .budget import Budget
@@ -56,6 +57,8 @@ def run_agent(agent: Agent, ctx: AgentContext) -> AgentResult:
     except SandboxBroken as exc:
         reason, detail = StopReason.SANDBOX_BROKEN, exc.message
     except TrialboxError as exc:
+        if host_full(exc):
+            raise  # the host's file system is full: never the agent's error (``hostspace``)
         reason, detail = StopReason.AGENT_ERROR, exc.message
     except RecursionError as exc:  # the agent's data (a model's answer, its tool arguments) nests deeper than any
         # walk of it can go (the client's JSON decoder, a serialiser): the agent's failure, never the harness's

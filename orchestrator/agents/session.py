@@ -174,11 +174,13 @@ def _session(agent: Agent, task: Task, prepared: Prepared, sandboxes: SandboxFac
         session.anchor = events.close()
         yield session
     finally:
-        if events is not None:
-            events.close()
         try:
-            if sandbox is not None:
-                remove_and_meter(sandbox, used, "cleanup")
+            if events is not None:
+                events.close()  # may fail (a full disk): the sandbox is removed all the same
         finally:
-            if hasattr(agent, "close"):
-                agent.close()
+            try:
+                if sandbox is not None:
+                    remove_and_meter(sandbox, used, "cleanup")
+            finally:
+                if hasattr(agent, "close"):
+                    agent.close()

@@ -27,6 +27,7 @@ import requests.exceptions
 
 from ..errors import AgentStop, SandboxBroken, SandboxError, ToolError
 from ..events import EventLog, now_iso
+from ..hostspace import host_full
 from ..sandbox.base import WORKSPACE, Sandbox, within
 from ..textsafe import MAX_DEPTH, recordable_data
 from .budget import Budget, StopReason
@@ -155,6 +156,8 @@ class ToolBox:
             record["error_kind"] = "infra_error"
             stop = AgentStop(StopReason.INFRA_ERROR, exc.message)
         except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+            if host_full(exc):
+                raise  # the host's file system is full: the run stops (``hostspace``), the attempt is no result
             result = ToolResult("", is_error=True)  # the engine or the host, not the agent's input
             record["error_kind"] = "infra_error"
             stop = AgentStop(StopReason.INFRA_ERROR, f"{type(exc).__name__}: {exc}"[:500])

@@ -101,11 +101,11 @@ class Tree:
                     ti.uid, ti.gid = 0, 0
                 tf.addfile(ti)
         data = buf.getvalue()
-        if path is not None:
-            tmp = path.with_suffix(".tmp")
-            tmp.write_bytes(data)
-            tmp.replace(path)
-            path.with_suffix(".json").write_text(json.dumps(self.notes(), indent=2))
+        if path is not None:  # each whole or absent (a full disk mid-write leaves neither a part nor a temp file)
+            from ..hostspace import write_atomic
+
+            write_atomic(path, data)
+            write_atomic(path.with_suffix(".json"), json.dumps(self.notes(), indent=2))
         return data
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from ...errors import Cancelled, ClusterError, ConfigError, NodeError
 from ...grading.verdict import infra_verdict
+from ...hostspace import host_full
 from ...log import get_logger
 from ...manifest import LoadedManifest
 from ...store import RunPaths
@@ -186,6 +187,9 @@ class RayBackend:
         try:
             self._unpack(spec, out["artifacts"])
         except (OSError, tarfile.TarError) as exc:  # the node's account of the spend is all there is
+            if host_full(exc):  # the run folder is full: no part of the attempt's files stays, and the run stops
+                shutil.rmtree(self.paths.trial(spec.trial_id, spec.attempt), ignore_errors=True)
+                return spec, exc
             return spec, NodeError(f"the trial's folder did not arrive whole: {exc}",
                                    spend=None if "error" in out else out["result"].cost.attempt_usd)
         if "error" in out:
