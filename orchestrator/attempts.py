@@ -46,10 +46,13 @@ def owes_retry(result: TrialResult) -> bool:
     """Whether an attempt that ended on an infrastructure error earns its trial another attempt: one ended by an
     engine outage does while the trial has had at most ``MAX_OUTAGE_ATTEMPTS`` of those; any other while the
     trial's own infrastructure errors (this one included) number at most ``INFRA_RETRIES``; and never once the
-    trial has had ``1 + INFRA_RETRIES + MAX_OUTAGE_ATTEMPTS`` attempts."""
+    trial has had ``1 + INFRA_RETRIES + MAX_OUTAGE_ATTEMPTS`` attempts. One refused because its image is not on
+    the engine (``missingimages``) never does: the cause is still there; a later ``trialbox run`` on the folder
+    runs it (``rerun_recorded``), and such refusals count against no trial's own retry."""
+    from .missingimages import IMAGE_MISSING
     from .outage import MAX_OUTAGE_ATTEMPTS, OUTAGE_KIND, outage_attempts
 
-    if not result.is_infra_error:
+    if not result.is_infra_error or result.verdict.kind == IMAGE_MISSING:
         return False
     if 1 + len(result.previous_attempts) >= 1 + INFRA_RETRIES + MAX_OUTAGE_ATTEMPTS:
         return False  # a bound on the whole chain, whatever the kinds: an error read as an outage's by its text (on
@@ -57,7 +60,8 @@ def owes_retry(result: TrialResult) -> bool:
     outages = outage_attempts(result)
     if result.verdict.kind == OUTAGE_KIND:
         return outages <= MAX_OUTAGE_ATTEMPTS
-    own = 1 + len(result.previous_attempts) - outages
+    refused = sum(a.kind == IMAGE_MISSING for a in result.previous_attempts)
+    own = 1 + len(result.previous_attempts) - outages - refused
     return own <= INFRA_RETRIES
 
 
@@ -67,11 +71,16 @@ def rerun_recorded(recorded: list[TrialResult], every: bool = False,
     budget allows another attempt (``owes_retry``: for instance, retries a run of an earlier version spent
     during an engine outage); with ``every``, every infrastructure error; with ``paths``, also one whose next
     attempt owes a retry (an earlier session ran it again with ``--rerun-infra-errors`` and stopped between that
-    attempt and its retry: the owed retry is a fact of the run, not of the option)."""
+    attempt and its retry: the owed retry is a fact of the run, not of the option). Always one refused because an
+    image it needs was not on the engine (``missingimages``): a run refuses to start while that image is still
+    missing (its lock check), so here it is back."""
+    from .missingimages import IMAGE_MISSING
+
     def owed_after(r: TrialResult) -> bool:
         return paths is not None and paths.attempt(r.id, r.attempt + 1).retry_owed.exists()
 
-    return {r.id: r for r in recorded if r.is_infra_error and (every or owes_retry(r) or owed_after(r))}
+    return {r.id: r for r in recorded if r.is_infra_error
+            and (every or r.verdict.kind == IMAGE_MISSING or owes_retry(r) or owed_after(r))}
 
 
 def resumed(spec: TrialSpec, paths: RunPaths, record: TrialResult | None = None) -> TrialSpec:

@@ -15,9 +15,11 @@ Its commands are ``dockerexec.DockerExec``'s, its files ``dockerfiles.DockerFile
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ import docker.utils
 from ..engine import MANAGED_LABEL, LABEL_PREFIX, docker_errors
 from ..errors import ImageNotFound, RuntimeUnavailable, SandboxBroken, SandboxError
 from ..log import get_logger
+from ..missingimages import says_gone
 from ..settings import load_settings
 from .dockerexec import DockerExec
 from .dockerfiles import DockerFiles, uid_gid
@@ -107,6 +110,19 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
                 name=f"{s.name}-workspace", driver="local", labels=labels,
                 driver_opts={"type": "ext4", "device": self.disk.device, "o": "nosuid,nodev"})
 
+    @contextlib.contextmanager
+    def _image_there(self) -> Iterator[None]:
+        """The engine's word that this container's image is not there (docker's ``ImageNotFound``, or an error
+        saying "No such image"), as ``ImageNotFound`` naming the pinned image ID (``missingimages``)."""
+        try:
+            yield
+        except (ImageNotFound, SandboxError) as exc:
+            if not isinstance(exc, ImageNotFound) and not says_gone(exc.message):
+                raise
+            raise ImageNotFound(f"image {self.spec.image_id} is not on this engine (trialbox never pulls; "
+                                f"{exc.message}): run `trialbox images build` or `trialbox images load`",
+                                image=self.spec.image_id) from exc
+
     def create(self) -> None:
         """Everything of ``start`` but starting: the image checked, the workspace disk made and seeded, the
         container created with its limits (a prepared sandbox: nothing runs in it yet). Idempotent."""
@@ -114,12 +130,9 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
             return
         s = self.spec
         self._check_runtime()
-        with docker_errors(s.name):
-            try:
+        with self._image_there():
+            with docker_errors(s.name):
                 self.client.images.get(s.image_id)
-            except docker.errors.ImageNotFound as exc:
-                raise ImageNotFound(f"image {s.image_id} is not on this engine (trialbox never pulls): "
-                                    "run `trialbox images build` or `trialbox images load`", image=s.image_id) from exc
         self._create_volume()
         uid, gid = uid_gid(s.user)
         tmpfs_opts = f"size={s.tmp_limit_mb}m,uid={uid},gid={gid},mode=0700,nosuid,nodev"
@@ -131,7 +144,7 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
             # RLIMIT_NPROC, which gVisor enforces inside (its user is alone there).
             pids = s.pids_limit + GVISOR_THREAD_HEADROOM
             ulimits = [docker.types.Ulimit(name="nproc", soft=s.pids_limit, hard=s.pids_limit)]
-        with docker_errors(s.name):
+        with self._image_there(), docker_errors(s.name):  # removed since the check above: the same refusal
             self.container = self.client.containers.create(
                 s.image_id, command=["sleep", "infinity"], name=s.name, labels=self.labels(),
                 user=s.init_user or s.user, working_dir=s.workdir, environment={"HOME": s.home, **s.env},
@@ -152,7 +165,7 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
     def start(self) -> SandboxInfo:
         s = self.spec
         self.create()  # a no-op for a sandbox prepared ahead
-        with docker_errors(s.name):
+        with self._image_there(), docker_errors(s.name):  # prepared ahead, its image removed since
             self.container.start()
             self.container.reload()
         self.meter.begin(self.container, self.client.api)
@@ -208,7 +221,7 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
         """Start a stopped sandbox again for inspection (its command only, ``sleep``: no process of the
         agent survived the stop, nothing of the workspace runs on start; ``/tmp`` and ``$HOME`` are fresh)."""
         container = self._require()
-        with docker_errors(self.spec.name):
+        with self._image_there(), docker_errors(self.spec.name):  # stopped, its image removed since
             container.start()
         t0 = time.monotonic()
         while not self.is_running():
