@@ -277,11 +277,13 @@ def _agent_to_verdict(spec: TrialSpec, agent, prepared: Prepared, host: SandboxH
 
 
 def _again_if_passing(got: _Gathered, step):
-    """One stage of processing what the agent left (export, grading), done once more on the same input when it
-    raises an error that is neither the engine's nor an interrupt: such an error is the agent's (an unprocessable
-    output) only when it comes again. One that does not was trialbox's, passing (a fault of the host's moment),
-    and a rejection for it would be a wrong verdict; the repeat's result stands, and the first error is kept in
-    the trial's conditions (``processing_repeated``)."""
+    """The export of what the agent left, done once more on the same input when it raises an error that is neither
+    the engine's nor an interrupt: such an error is the agent's (an unprocessable output) only when it comes again.
+    One that does not was trialbox's, passing (a fault of the host's moment), and a rejection for it would be a
+    wrong verdict; the repeat's result stands, and the first error is kept in the trial's conditions
+    (``processing_repeated``). Only the export: no code of the agent's runs then (its sandbox is stopped), so it
+    cannot choose the error. Grading is never repeated so: the agent's code runs in the grader and could raise an
+    error there at will, to be graded a second time with other draws (an eleventh review's finding)."""
     try:
         return step()
     except (Cancelled, SandboxError, OSError):
@@ -316,13 +318,15 @@ def _through_grading(spec: TrialSpec, agent, prepared: Prepared, host: SandboxHo
     final.to_tar(files.final_workspace)
     lap("export")
     got.stage = "grading"
-    graded = _again_if_passing(got, lambda: grade_trial(
+    # never repeated: the agent's code runs in the grader and could raise an error at will to be graded again (an
+    # eleventh review's finding); what that code can write is read as data and judged (an integrity problem)
+    graded = grade_trial(
         host.sandboxes, spec.grader_image, spec.task, prepared.original, final, got.events, stopped,
         prepared.canaries.values, spec.environment.network_policy, spec.candidate.agent, grader_limits, name, judge,
         spec.trial_id, labels, setup_outputs=session.setup_outputs, usage=got.grader_used,
         tool_map=getattr(spec.candidate, "tool_map", None), text_edits=getattr(spec.candidate, "text_edits", "none"),
         owned_paths=tuple(getattr(spec.candidate, "owned_paths", ()) or ()),
-        prepared=ahead[0] if ahead else None))  # a repeat takes a fresh grader: a prepared one is used once
+        prepared=ahead[0] if ahead else None)
     got.recorded["grader_sha256"] = tree_sha256(spec.task.grader_folder)
     got.stage = "artifacts"
     files.diff.write_bytes(graded.diff.text.encode("utf-8", "surrogateescape"))  # names as their bytes

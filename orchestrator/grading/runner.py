@@ -711,7 +711,12 @@ def _run_test_groups(sandbox: Sandbox, nodes: list[str], comp: Composition, limi
         except (ValueError, RecursionError, MemoryError) as exc:  # what the code under test can write there
             doc = None
             run.integrity.append(f"group {i} ({file}): no results: {exc}")
-        counts = _summary(log) if res.stderr_size <= len(res.stderr) else None
+        try:
+            counts = _summary(log) if res.stderr_size <= len(res.stderr) else None
+        except ValueError as exc:  # a count past int()'s digit limit: written by the code under test (review 11)
+            counts = None
+            run.integrity.append(f"group {i} ({file}): pytest's closing counts do not read as numbers: "
+                                 f"{str(exc)[:200]}")
         groups.append((group, wire, doc, counts))
     run.integrity += _between_groups(sandbox, comp, "after the last group", outputs, run)
     budget = max(1500, 6000 // max(1, len(logs)))
@@ -758,8 +763,9 @@ def _judge(run: TestRun, nodes: list[str], groups, seals: dict[str, list[Seal]] 
                                     for e in c.iter("error"))]  # pytest's own second entry of a test
                 if len(cases) != len(set(cases)):
                     run.integrity.append(f"group {i}: its JUnit report holds a test twice: results were forged")
-            except ET.ParseError as exc:
-                run.integrity.append(f"group {i}: its JUnit report does not parse: {exc}")
+            except (ET.ParseError, ValueError, LookupError, RecursionError) as exc:  # an encoding expat refuses
+                run.integrity.append(f"group {i}: its JUnit report does not parse: {type(exc).__name__}: "
+                                     f"{str(exc)[:300]}")  # raises LookupError or ValueError (review 11)
         elif doc["outcomes"]:
             run.integrity.append(f"group {i}: no JUnit report")
         junit = {k: v for k, v in junit.items() if not k.startswith("::")}  # a module that did not import

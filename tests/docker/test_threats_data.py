@@ -113,24 +113,25 @@ def test_a_fault_is_attributed_where_it_lies(setup, client, tmp_path, monkeypatc
     verdict, result, _, _ = trial(setup, client, tmp_path, [*FIX, *SUBMIT])
     assert (verdict["outcome"], verdict["kind"]) == ("rejected", "unprocessable_output")
     evidence = criteria(verdict)["processable_output"]["evidence"]
-    assert evidence["stage"] == "grading"
-    # it came again when grading was done once more on the same input: both errors named
-    assert evidence["first_error"].startswith("grading: UnicodeEncodeError") and "UnicodeEncodeError" in evidence["error"]
+    assert evidence["stage"] == "grading" and "first_error" not in evidence  # grading is never repeated
     assert result["stop_reason"] == "submitted"
+    monkeypatch.setattr(trial_module, "grade_trial", real)
 
-    # an error of processing that does not come again is trialbox's passing fault: the repeat's verdict stands
-    calls = []
+    # an error of the export that does not come again is trialbox's passing fault: the repeat's verdict stands
+    # (the export only: the agent's code does not run then, so it cannot choose the error)
+    calls, export = [], trial_module.export_workspace
 
     def passing(*a, **k):
         calls.append(1)
         if len(calls) == 1:
             raise ValueError("a passing fault of the host's moment")
-        return real(*a, **k)
+        return export(*a, **k)
 
-    monkeypatch.setattr(trial_module, "grade_trial", passing)
+    monkeypatch.setattr(trial_module, "export_workspace", passing)
     verdict, result, _, _ = trial(setup, client, tmp_path, [*FIX, *SUBMIT])
     assert len(calls) == 2 and verdict["outcome"] == "accepted", verdict
-    assert result["conditions"]["processing_repeated"] == "grading: ValueError: a passing fault of the host's moment"
+    assert result["conditions"]["processing_repeated"] == "export: ValueError: a passing fault of the host's moment"
+    monkeypatch.setattr(trial_module, "export_workspace", export)
 
     def engine_side(*a, **k):
         raise SandboxError("engine refused: container gone")
