@@ -14,7 +14,6 @@ import dataclasses
 
 import datetime as dt
 import json
-import shutil
 import time
 import uuid
 from collections import deque
@@ -41,7 +40,9 @@ from .summary import money
 from .textsafe import printable
 from .log import get_logger
 from .attempts import charged, harness_failure, misconfigured_by, owes_retry, rerun_recorded, resumed, retry_of
-from .errors import EngineOutage, InfraErrorsAbove
+from .errors import EngineOutage, HostDiskFull, InfraErrorsAbove
+from .hostspace import Folder, SpaceGuard, failed_write, host_full, stop_message, write_atomic
+from .missingimages import images_missing
 from .outage import OUTAGE_KIND, EngineWatch, as_outage, docker_probe, outage_of, suspect
 from .result import TrialResult
 from .trial import TrialSpec, write_result
@@ -74,10 +75,12 @@ def open_run(loaded: LoadedManifest, lock: dict[str, Any], out: Path | None) -> 
             raise DriftError([f"{d} (the run's own lock)" for d in drifted])
     else:
         root.mkdir(parents=True, exist_ok=True)
-        paths.run_key.write_text(uuid.uuid4().hex[:12] + "\n")
-        shutil.copyfile(loaded.path, paths.manifest)
-        paths.source.write_text(json.dumps({"manifest": str(loaded.path)}) + "\n")
-        paths.lock.write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
+        # each file whole or absent, the manifest (what marks an opened run) last: a folder a full disk stopped
+        # before it is opened again from the start
+        write_atomic(paths.run_key, uuid.uuid4().hex[:12] + "\n")
+        write_atomic(paths.source, json.dumps({"manifest": str(loaded.path)}) + "\n")
+        write_atomic(paths.lock, json.dumps(lock, indent=2, sort_keys=True) + "\n")
+        write_atomic(paths.manifest, loaded.path.read_bytes())
     return paths
 
 
@@ -153,15 +156,24 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
     judge = make_judge(loaded)
     lock = ensure_lock(loaded, tasks, client)
     lock = {**lock, "task_checks": require_checked(tasks, lock, unchecked)}
-    paths = open_run(loaded, lock, out)
-    store = Store(paths)
+    try:
+        paths = open_run(loaded, lock, out)
+        store = Store(paths)
+    except Exception as exc:
+        if host_full(exc):  # the folder cannot even be opened: nothing ran
+            raise HostDiskFull(stop_message(failed_write(exc), None, 0, 0, [], 0)) from exc
+        raise
     runner: Backend | None = None
+    space: SpaceGuard | None = None
     try:
         runner = open_backend(choice, loaded, tasks, lock, paths, judge, client, say)
+        # checked before each trial starts; the state folder (its workspace disks) only on this machine's engine
+        space = SpaceGuard([Folder("run folder", paths.root)]
+                           + ([Folder("state folder", load_settings().state_dir)] if runner.name == "local" else []))
         done = store.done()
         specs = trial_specs(loaded, tasks, lock, paths.key)
         if not paths.plan.exists():
-            paths.plan.write_text(json.dumps({"order": m.execution.order,
+            write_atomic(paths.plan, json.dumps({"order": m.execution.order,
                                              **arrangement([c.name for c in m.candidates], m.experiment.seed),
                                              "trials": [s.trial_id for s in specs]}, indent=1) + "\n")
         recorded = store.trials()
@@ -189,11 +201,11 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
         try:
             stopped, left = _run_queue(queue, len(specs), len(kept), cap, cost, store, runner, paths, say,
                                        m.execution.max_cost_usd, m.costs, sum(not r.accepted for r in kept),
-                                       watch=watch, outage_wait_s=m.execution.engine_outage_wait_s)
+                                       watch=watch, outage_wait_s=m.execution.engine_outage_wait_s, space=space)
         finally:
             if watch is not None:
                 watch.stop()
-        paths.run_record.write_text(json.dumps({
+        write_atomic(paths.run_record, json.dumps({
             "stopped_by_cost_cap": stopped, "backend": runner.name, "slots": runner.slots,
             "host_share": str(load_settings().host_share) if runner.name == "local" else None}) + "\n")
         if stopped:
@@ -209,12 +221,22 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
             line = (f"{len(infra)} trial(s) recorded as infrastructure errors ("
                     + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) + "): "
                     + ", ".join(printable(r.id) for r in infra[:10]) + (" ..." if len(infra) > 10 else ""))
+            gone = images_missing(infra, lock, str(loaded.path), str(paths.root))
+            if gone is not None:  # not finished, whatever max_infra_errors allows: those trials wait for the image
+                say(line)
+                raise gone
             if len(infra) > allowed:
                 raise InfraErrorsAbove(f"{line}; more than execution.max_infra_errors ({allowed}). The results are in "
                                        f"{paths.root}; `trialbox run --rerun-infra-errors` on it runs them again")
             say(line + f" (within execution.max_infra_errors: {allowed})")
     except KeyboardInterrupt:
         say("interrupted: finished trials are kept; run the same command again to continue")
+        raise
+    except HostDiskFull:
+        raise
+    except Exception as exc:
+        if host_full(exc):  # a full disk outside the run loop (a record of the run's own): the same stop
+            raise HostDiskFull(stop_message(failed_write(exc), space, 0, 0, [], 0)) from exc
         raise
     finally:
         store.close()
@@ -233,8 +255,17 @@ def _owe(paths: RunPaths, spec: TrialSpec, result: TrialResult) -> None:
     """Mark the retry an attempt earned: owed until recorded, a resumed run finds it here (``attempts.resumed``)."""
     owed = paths.attempt(spec.trial_id, spec.attempt)
     owed.folder.mkdir(parents=True, exist_ok=True)
-    owed.retry_owed.write_text(json.dumps(result.to_dict(), default=str))
+    write_atomic(owed.retry_owed, json.dumps(result.to_dict(), default=str))  # whole or absent: absent owes nothing
     crashpoint.reached("owed")
+
+
+def _write_stopped(paths: RunPaths, doc: dict) -> None:
+    """``stopped.json``, whole or absent; on a full disk it stays absent (the exit code and message say why)."""
+    try:
+        write_atomic(paths.stopped, json.dumps(doc, indent=1) + "\n")
+    except Exception as exc:
+        if not host_full(exc):
+            raise
 
 
 def _outage_attempt(result: TrialResult, watch: EngineWatch, submitted: dict, spec: TrialSpec,
@@ -249,10 +280,24 @@ def _outage_attempt(result: TrialResult, watch: EngineWatch, submitted: dict, sp
     return write_result(as_outage(result, evidence), paths.trial(spec.trial_id, spec.attempt))
 
 
+def _disk_mb(spec: TrialSpec) -> int:
+    """The trial's workspace disk, in MiB (what ``SpaceGuard`` counts for it)."""
+    return int(getattr(spec.environment, "disk_limit_mb", 0) or 0)
+
+
+def _disk_failed_under(space: SpaceGuard, spec: TrialSpec) -> str | None:
+    """Why an attempt that ended is not a result, or None: the state folder (its workspace disk, a sparse file
+    that grows as the agent writes) has less free than the trial needs, so a write of the agent's may have failed
+    there with an error inside the sandbox, as if the agent's own doing."""
+    short = space.short(_disk_mb(spec), only="state folder")
+    return f"{short}; {spec.trial_id} ended while it was so" if short else None
+
+
 def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost: float, store: Store,
              runner: Backend, paths: RunPaths, say: Callable[[str], None],
              max_cost_usd: float = 0.0, costs: CostsConfig | None = None, failed: int = 0,
-             watch: EngineWatch | None = None, outage_wait_s: float = 600.0) -> tuple[bool, int]:
+             watch: EngineWatch | None = None, outage_wait_s: float = 600.0,
+             space: SpaceGuard | None = None) -> tuple[bool, int]:
     """Start trials in plan order as the backend admits them; record each as it ends. ``finished``, ``cost`` and
     ``failed`` (not accepted) count what an earlier session of the run already recorded.
 
@@ -261,6 +306,11 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
     removes what the outage left of the run, and goes on; attempts the outage ended run again after it without
     spending their trial's retry. Past the bound it raises ``EngineOutage`` (``stopped.json`` says why).
 
+    With ``space``, a trial starts only while the run's folders have the room it needs (``hostspace``); a folder
+    short of it, or an attempt or a record that meets a full file system (``host_full``), stops the run: no trial
+    starts, the running ones end, an attempt the full disk ended is neither recorded nor owes a retry (it runs
+    again), and it raises ``HostDiskFull`` (exit 74, ``stopped.json`` says why when it can be written).
+
     Returns whether the cost cap stopped admission, and how many trials were left unrun."""
     t0, stopped, at_start = time.monotonic(), False, finished
     misconfigured: str | None = None
@@ -268,6 +318,19 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
     not_started = 0
     outage = False
     submitted: dict[tuple[str, int], float] = {}  # when each attempt was submitted (wall clock), for ``outage_of``
+    full: str | None = None  # why a full host file system stopped the run
+    full_ended: list[str] = []  # the attempts it ended: not recorded, owing nothing (they run again)
+    owed: set[str] = set()  # trials whose owed retry the stop left unrun (``retry-owed.json`` keeps it)
+
+    def stop_full(why: str) -> None:
+        nonlocal full, queue, not_started
+        if full is None:
+            full = why
+            say(f"stopping: a host file system is (nearly) full: {why}; no trial starts ({runner.running} running)")
+        owed.update(s.trial_id for s in queue if s.attempt > 1)
+        not_started += sum(s.attempt == 1 for s in queue)
+        queue = deque()
+
     try:
         while queue or runner.running:
             if watch is not None and queue and not outage and misconfigured is None and not watch.answers_now():
@@ -287,6 +350,10 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
                             say(f"removed what the outage left of this run: {', '.join(left_over)}")
                     continue
             while queue and not outage:
+                short = space.short(_disk_mb(queue[0])) if space is not None and full is None else None
+                if short or full is not None:
+                    stop_full(short or full)
+                    break
                 # a retry replaces a trial already admitted: the cap never strands it half-recorded
                 if cap is not None and cost >= cap and not stopped:
                     stopped = True
@@ -306,66 +373,91 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
             for spec, outcome in runner.wait():
                 if isinstance(outcome, TrialResult) and (outcome.id, outcome.attempt) != (spec.trial_id, spec.attempt):
                     outcome = RuntimeError(f"the result names {outcome.id} attempt {outcome.attempt}")
-                if isinstance(outcome, BaseException):
-                    if isinstance(outcome, Cancelled):
-                        continue
-                    log.error("trial crashed in the harness", trial=spec.trial_id, error=repr(outcome))
-                    result = harness_failure(spec, outcome, paths, runner.node_for(spec))
-                else:
-                    result = outcome
-                wrong = misconfigured_by(paths, spec)
-                if wrong:  # the setup is wrong, not the agent: no new trial starts, and this one is not a result
-                    if misconfigured is None:
-                        misconfigured = wrong
-                        say(f"stopping: {wrong}")
-                        not_started = sum(s.attempt == 1 for s in queue)
-                        queue = deque(s for s in queue if s.attempt > 1)
-                    unrecorded.append(spec.trial_id)
+                if isinstance(outcome, BaseException) and host_full(outcome):
+                    full_ended.append(spec.trial_id)  # the host's disk: no verdict, no retry; it runs again
+                    stop_full(failed_write(outcome))
                     continue
-                if watch is not None:
-                    if suspect(result) and not watch.answers_now() and not outage:
-                        outage = True
-                        say(f"engine outage: the Docker engine does not answer; no trial starts while it is out "
-                            f"({runner.running} running)")
-                    converted = _outage_attempt(result, watch, submitted, spec, paths)
-                    if converted is not None:
-                        # whatever the last probe said, nothing starts until the engine answers steadily again
-                        outage, result = True, converted
-                if result.is_infra_error and owes_retry(result):
-                    if result.verdict.kind == OUTAGE_KIND:
-                        say(f"{spec.trial_id}: attempt {spec.attempt} ended by the engine outage; it runs again once "
-                            "the engine answers (its retry is not spent)")
+                under = _disk_failed_under(space, spec) if isinstance(outcome, TrialResult) and space else None
+                if under:
+                    full_ended.append(spec.trial_id)  # whatever its verdict: its workspace disk may have failed
+                    stop_full(under)
+                    continue
+                try:
+                    if isinstance(outcome, BaseException):
+                        if isinstance(outcome, Cancelled):
+                            continue
+                        log.error("trial crashed in the harness", trial=spec.trial_id, error=repr(outcome))
+                        result = harness_failure(spec, outcome, paths, runner.node_for(spec))
                     else:
-                        say(f"infrastructure error in {spec.trial_id} ({result.verdict.kind}): retrying it once")
-                    _owe(paths, spec, result)
-                    queue.appendleft(retry_of(spec, result))
-                    continue
-                _record(store, paths, spec, result)
-                finished += 1
-                spent = charged(result, max_cost_usd, costs)
-                cost += spent
-                failed += not result.accepted
-                _progress(say, finished, total, runner.running, failed, t0, cost, spec, result, runner.name == "ray",
-                          spent, finished - at_start)
+                        result = outcome
+                    wrong = misconfigured_by(paths, spec)
+                    if wrong:  # the setup is wrong, not the agent: no new trial starts, and this one is not a result
+                        if misconfigured is None:
+                            misconfigured = wrong
+                            say(f"stopping: {wrong}")
+                            not_started = sum(s.attempt == 1 for s in queue)
+                            queue = deque(s for s in queue if s.attempt > 1)
+                        unrecorded.append(spec.trial_id)
+                        continue
+                    if watch is not None:
+                        if suspect(result) and not watch.answers_now() and not outage:
+                            outage = True
+                            say(f"engine outage: the Docker engine does not answer; no trial starts while it is out "
+                                f"({runner.running} running)")
+                        converted = _outage_attempt(result, watch, submitted, spec, paths)
+                        if converted is not None:
+                            # whatever the last probe said, nothing starts until the engine answers steadily again
+                            outage, result = True, converted
+                    if result.is_infra_error and owes_retry(result):
+                        if result.verdict.kind == OUTAGE_KIND:
+                            say(f"{spec.trial_id}: attempt {spec.attempt} ended by the engine outage; it runs again once "
+                                "the engine answers (its retry is not spent)")
+                        else:
+                            say(f"infrastructure error in {spec.trial_id} ({result.verdict.kind}): retrying it once")
+                        _owe(paths, spec, result)
+                        queue.appendleft(retry_of(spec, result))
+                        continue
+                    _record(store, paths, spec, result)
+                    finished += 1
+                    spent = charged(result, max_cost_usd, costs)
+                    cost += spent
+                    failed += not result.accepted
+                    _progress(say, finished, total, runner.running, failed, t0, cost, spec, result, runner.name == "ray",
+                              spent, finished - at_start)
+                except Exception as exc:  # the loop's own records (verdict, retry owed, the store's row)
+                    if not host_full(exc):
+                        raise
+                    full_ended.append(spec.trial_id)  # whole or absent: absent, so it runs again
+                    stop_full(failed_write(exc))
     except BaseException as exc:
         # running trials stop before grading; finished ones are still recorded
         for spec, outcome in runner.interrupt():
             if isinstance(outcome, TrialResult) and not misconfigured_by(paths, spec):
-                if watch is not None:  # an attempt the outage ended is the outage's here too, never a result
-                    outcome = _outage_attempt(outcome, watch, submitted, spec, paths) or outcome
-                if outcome.is_infra_error and owes_retry(outcome):
-                    _owe(paths, spec, outcome)  # a resumed run runs its retry
-                else:
-                    _record(store, paths, spec, outcome)
+                try:
+                    if watch is not None:  # an attempt the outage ended is the outage's here too, never a result
+                        outcome = _outage_attempt(outcome, watch, submitted, spec, paths) or outcome
+                    if outcome.is_infra_error and owes_retry(outcome):
+                        _owe(paths, spec, outcome)  # a resumed run runs its retry
+                    else:
+                        _record(store, paths, spec, outcome)
+                except Exception as error:
+                    if not host_full(error):
+                        raise
+                    # a full disk: this one stays absent and runs again; the stop's own error is raised
         if isinstance(exc, EngineOutage):
-            owed = sorted({s.trial_id for s in queue if s.attempt > 1})
-            paths.stopped.write_text(json.dumps({"reason": exc.message, "cause": "engine_outage", "unrecorded": owed,
-                                                 "not_started": sum(s.attempt == 1 for s in queue)}, indent=1) + "\n")
+            unrun = sorted({s.trial_id for s in queue if s.attempt > 1})
+            _write_stopped(paths, {"reason": exc.message, "cause": "engine_outage", "unrecorded": unrun,
+                                   "not_started": sum(s.attempt == 1 for s in queue)})
         raise
+    if full is not None:
+        unrecorded = sorted(set(full_ended) | owed)
+        message = stop_message(full, space, finished, total, unrecorded, not_started)
+        _write_stopped(paths, {"reason": message, "cause": "host_disk_full", "unrecorded": unrecorded,
+                               "not_started": not_started})
+        raise HostDiskFull(message)
     if misconfigured is not None:
         not_started += len(queue)
-        paths.stopped.write_text(json.dumps({"reason": misconfigured, "unrecorded": unrecorded,
-                                             "not_started": not_started}, indent=1) + "\n")
+        _write_stopped(paths, {"reason": misconfigured, "unrecorded": unrecorded, "not_started": not_started})
         raise ConfigError(f"the run stopped: {misconfigured}\n{len(unrecorded)} trial(s) ended on it and are not "
                           f"recorded ({', '.join(unrecorded)}); {not_started} not started. Fix the setup and run the "
                           "same command again: they run then.")

@@ -37,7 +37,7 @@ from .ahead import discard_readied, take
 from .stops import Outcome
 from .agents.session import agent_session
 from .engine import ATTEMPT_LABEL, RUN_LABEL, TRIAL_LABEL
-from .errors import Cancelled, InstallFailed, SandboxError
+from .errors import Cancelled, ImageNotFound, InstallFailed, SandboxError
 from .events import read_events
 from .grading.export import export_workspace
 from .grading.tree import ExportLimits
@@ -47,8 +47,10 @@ from .grading.runner import GraderLimits, grader_spec
 from .grading.criteria import Criterion
 from .grading.verdict import Verdict, infra_verdict
 from .hashing import tree_sha256
+from .hostspace import host_full, write_atomic
 from .log import get_logger
 from .manifest import EnvironmentConfig, LoadedManifest
+from .missingimages import IMAGE_MISSING, refusal
 from .prepare import Prepared, prepare
 from .result import TrialResult
 from .resultparts import AgentRun, AttemptUsage, Conditions, PreviousAttempt
@@ -142,7 +144,7 @@ def write_result(result: TrialResult, folder) -> TrialResult:
     """The record stage: the result in the attempt's folder (``verdict.json``), made recordable."""
     result = result.recordable()
     folder.mkdir(parents=True, exist_ok=True)
-    AttemptPaths(folder).verdict.write_text(json.dumps(result.to_dict(), indent=2, default=str))
+    write_atomic(AttemptPaths(folder).verdict, json.dumps(result.to_dict(), indent=2, default=str))  # whole or absent
     return result
 
 
@@ -202,7 +204,7 @@ def run_trial(spec: TrialSpec, loaded: LoadedManifest, host: SandboxHost, paths:
             else:
                 agent = make_agent(spec.candidate, spec.task, loaded, env)
                 prepared = prepare(spec.task, sandbox_spec(spec), with_canaries=True)  # the repository once; the spec resolved
-            files.canaries.write_text(json.dumps(prepared.canaries.values))  # host-only: kept for regrading
+            write_atomic(files.canaries, json.dumps(prepared.canaries.values))  # host-only: kept for regrading
             lap("prepare")
             t = time.monotonic()
             host.ping()
@@ -240,16 +242,25 @@ def _stages(spec: TrialSpec, agent, prepared: Prepared, host: SandboxHost, files
             TrialResult.graded
     except Cancelled:
         raise
+    except ImageNotFound as exc:  # removed from the engine: refused by name, never the agent's rejection
+        if cancel is not None and cancel.is_set():
+            raise Cancelled(spec.trial_id) from exc
+        log.warning("trial refused: its image is not on the engine", trial=spec.trial_id, image=exc.image)
+        got.events = read_events(files.events) if files.events.exists() else []
+        got.agent_cost = _spent(got.events)  # what was spent stays spent
+        return infra_verdict(IMAGE_MISSING, refusal(spec, exc.image, got.stage)), TrialResult.failed
     except (SandboxError, OSError) as exc:
         if cancel is not None and cancel.is_set():  # the interrupt removed the sandbox: not an infrastructure error
             raise Cancelled(spec.trial_id) from exc
+        if host_full(exc):  # the host's disk, not the sandbox: no verdict, no retry; the run loop stops the run
+            raise
         log.warning("trial infrastructure error", trial=spec.trial_id, error=str(exc))
         got.events = read_events(files.events) if files.events.exists() else []
         got.agent_cost = _spent(got.events)  # what was spent stays spent
         return infra_verdict("install" if isinstance(exc, InstallFailed) else "sandbox", str(exc)), TrialResult.failed
     except Exception as exc:
-        if got.stage == "sandbox":
-            raise  # before the agent stopped: trialbox's own failure
+        if got.stage == "sandbox" or host_full(exc):
+            raise  # before the agent stopped: trialbox's own failure; or the host's full disk, never the agent's
         log.warning("the agent's output could not be processed", trial=spec.trial_id, stage=got.stage, error=repr(exc))
         got.events = read_events(files.events)
         first = got.conditions.get("processing_repeated")  # this stage was done twice: the error came again
@@ -286,9 +297,11 @@ def _again_if_passing(got: _Gathered, step):
     error there at will, to be graded a second time with other draws (an eleventh review's finding)."""
     try:
         return step()
-    except (Cancelled, SandboxError, OSError):
+    except (Cancelled, SandboxError, OSError, ImageNotFound):
         raise
     except Exception as exc:  # noqa: BLE001 - which errors come again is what this finds out
+        if host_full(exc):
+            raise  # the host's full disk: it would come again, and it is not the agent's
         first = recordable(f"{got.stage}: {type(exc).__name__}: {exc}")[:1000]
         log.warning("processing the agent's output failed; once more on the same input", stage=got.stage,
                     error=repr(exc)[:1000])
@@ -329,7 +342,7 @@ def _through_grading(spec: TrialSpec, agent, prepared: Prepared, host: SandboxHo
         prepared=ahead[0] if ahead else None)
     got.recorded["grader_sha256"] = tree_sha256(spec.task.grader_folder)
     got.stage = "artifacts"
-    files.diff.write_bytes(graded.diff.text.encode("utf-8", "surrogateescape"))  # names as their bytes
-    files.grader_log.write_text(graded.run.log_tail if graded.run else "", errors="backslashreplace")
+    write_atomic(files.diff, graded.diff.text.encode("utf-8", "surrogateescape"))  # names as their bytes
+    write_atomic(files.grader_log, graded.run.log_tail if graded.run else "", errors="backslashreplace")
     got.recorded.update(changed_paths=tuple(graded.diff.paths), workspace_digest=final.digest())
     return graded.verdict
