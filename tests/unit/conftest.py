@@ -48,3 +48,15 @@ def project(tmp_path: Path) -> Project:
     p.write("graders/t1/tests/test_a.py", "def test_old():\n    pass\n\ndef test_new():\n    pass\n")
     p.write("graders/t1/solution.patch", "")
     return p
+
+
+@pytest.fixture
+def store(tmp_path):
+    """A run folder and its store, as the run loop's tests use them (``paths``, ``Store``)."""
+    from orchestrator.store import RunPaths, Store
+
+    paths = RunPaths(tmp_path / "run")
+    paths.root.mkdir()
+    st = Store(paths)
+    yield paths, st
+    st.close()

@@ -19,7 +19,7 @@ from orchestrator.outage import (MAX_OUTAGE_ATTEMPTS, OUTAGE_KIND, EngineWatch, 
                                  outage_error, outage_of, outage_text)
 from orchestrator.result import TrialResult
 from orchestrator.resultparts import PreviousAttempt
-from orchestrator.store import RunPaths, Store
+from orchestrator.store import RunPaths
 
 from .conftest import MANIFEST
 from .test_manifest import problems_of
@@ -199,15 +199,6 @@ class Outaged(Scripted):
     def after_outage(self):
         self.cleanups += 1
         return ["tb-leftover"]
-
-
-@pytest.fixture
-def store(tmp_path):
-    paths = RunPaths(tmp_path / "run")
-    paths.root.mkdir()
-    st = Store(paths)
-    yield paths, st
-    st.close()
 
 
 def test_an_outage_pauses_the_run_and_spends_no_retry(store):

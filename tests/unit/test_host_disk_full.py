@@ -26,15 +26,6 @@ from .test_run_loop import Scripted, accepted, lost, spec
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
-@pytest.fixture
-def store(tmp_path):
-    paths = RunPaths(tmp_path / "run")
-    paths.root.mkdir()
-    st = Store(paths)
-    yield paths, st
-    st.close()
-
-
 def guard(free: dict[str, float], same_device: bool = False) -> SpaceGuard:
     """Two folders whose free space (MiB) the test sets; on one file system when ``same_device``."""
     folders = [Folder("run folder", Path("/r")), Folder("state folder", Path("/s"))]

@@ -26,7 +26,7 @@ from orchestrator.missingimages import (IMAGE_MISSING, ImagesMissing, image_name
 from orchestrator.resultparts import PreviousAttempt
 from orchestrator.sandbox.base import SandboxSpec
 from orchestrator.sandbox.docker import DockerSandbox
-from orchestrator.store import RunPaths, Store
+from orchestrator.store import RunPaths
 
 from .test_engine_outage import infra, result
 from .test_run_loop import Scripted, accepted, spec
@@ -217,15 +217,6 @@ def test_resume_runs_every_refused_trial_again(tmp_path):
     assert set(rerun_recorded([r, kept, accepted(spec(2))])) == {"t/a/0"}
     nxt = resumed(spec(0), RunPaths(tmp_path), r)
     assert nxt.attempt == 2 and [p.kind for p in nxt.previous_attempts] == [IMAGE_MISSING]
-
-
-@pytest.fixture
-def store(tmp_path):
-    paths = RunPaths(tmp_path / "run")
-    paths.root.mkdir()
-    st = Store(paths)
-    yield paths, st
-    st.close()
 
 
 def test_the_loop_records_refusals_once_and_the_other_trials_go_on(store):

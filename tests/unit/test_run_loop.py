@@ -15,7 +15,7 @@ from orchestrator.attempts import charged, resumed, retry_of
 from orchestrator.job import _run_queue
 from orchestrator.placement import nodes_section
 from orchestrator.result import TrialResult
-from orchestrator.store import RunPaths, Store
+from orchestrator.store import RunPaths
 from orchestrator.trial import TrialSpec
 
 
@@ -96,15 +96,6 @@ class Scripted:
 
     def close(self) -> None:
         pass
-
-
-@pytest.fixture
-def store(tmp_path):
-    paths = RunPaths(tmp_path / "run")
-    paths.root.mkdir()
-    st = Store(paths)
-    yield paths, st
-    st.close()
 
 
 def test_a_lost_attempt_is_retried_once_and_its_unknown_spend_is_kept(store):
