@@ -55,7 +55,7 @@ from pathlib import Path
 
 from ..engine import ROLE_LABEL
 from ..errors import EngineUnavailable, GraderInfraError, SandboxBroken, SandboxError
-from ..sandbox.base import READ_ATTEMPTS, Sandbox, SandboxFactory, SandboxSpec, remove_and_meter
+from ..sandbox.base import READ_ATTEMPTS, Sandbox, SandboxFactory, SandboxSpec, remove_and_meter, uid_gid
 from ..sandbox.dockerexec import KILL_FUNCTION, SYSTEM_PATH
 from ..sandbox.meter import Usage
 from ..stageclock import lap
@@ -203,7 +203,7 @@ def run_tests(sandboxes: SandboxFactory, image_id: str, comp: Composition, task:
                                 env={"PATH": SYSTEM_PATH}).ok:
                 raise GraderInfraError("grader_setup", "the grader's workspace could not be opened to the test user")
             install = _install(sandbox, comp, task)
-            sandbox.copy_in(comp.tree.to_tar(root_owned=frozenset([*comp.trusted, *comp.links]),
+            sandbox.copy_in(comp.tree.to_tar(None, *uid_gid(sandbox.spec.user), root_owned=frozenset([*comp.trusted, *comp.links]),
                                              root_dirs=guarded_folders(comp)),
                             "/workspace")
             if install is not None and install.ok and not restore_outputs(sandbox):
@@ -227,7 +227,7 @@ def _install(sandbox: Sandbox, comp: Composition, task: Task) -> InstallResult |
     """Run the install step on the trusted initial commit, keep its outputs aside and empty the workspace."""
     if task.runtime.install is None or comp.original is None:
         return None
-    sandbox.copy_in(comp.original.to_tar(), "/workspace")
+    sandbox.copy_in(comp.original.to_tar(None, *uid_gid(sandbox.spec.user)), "/workspace")
     result = run_install(sandbox, task.runtime.install, sorted([*comp.original.files, *comp.original.symlinks]))
     if result.ok and not stash_outputs_and_clear(sandbox):
         raise GraderInfraError("grader_setup", "the install step's outputs could not be set aside")

@@ -87,7 +87,8 @@ from typing import Any
 
 from ..engine import ROLE_LABEL
 from ..errors import GraderInfraError, OutputLost, SandboxBroken, SandboxError
-from ..sandbox.base import READ_ATTEMPTS, Sandbox, SandboxFactory, SandboxSpec, home_for, remove_and_meter
+from ..sandbox.base import (READ_ATTEMPTS, Sandbox, SandboxFactory, SandboxSpec, home_for, remove_and_meter,
+                            uid_gid)
 from ..sandbox.dockerexec import SYSTEM_PATH
 from ..sandbox.meter import Usage
 from ..stageclock import lap
@@ -488,7 +489,7 @@ def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task,
     try:
         try:
             sandbox.start()
-            sandbox.copy_in(tree.to_tar(), workdir)
+            sandbox.copy_in(tree.to_tar(None, *uid_gid(sandbox.spec.user)), workdir)
             # what the reward folder holds before the script (nothing)
             found = sandbox.exec(["sh", "-c", 'ls -A -- "$1" | wc -l', "sh", g.reward_dir], timeout=30,
                                  env={"PATH": SYSTEM_PATH}).text().strip()

@@ -16,9 +16,17 @@ from typing import Any, Literal
 from .meter import Usage
 
 DEFAULT_USER = "1000:1000"
+"""The images' user (``agent``). A Docker sandbox given it runs as a host uid of its own (``hostuids``) under
+that name: untrusted code of two containers never shares the kernel's per-user counts."""
 WORKSPACE = "/workspace"
 HOME = "/home/agent"
 OTHER_HOME = "/trialbox-home"
+
+
+def uid_gid(user: str) -> tuple[int, int]:
+    """``uid:gid`` (or ``uid``) as numbers."""
+    uid, _, gid = user.partition(":")
+    return int(uid), int(gid or uid)
 
 
 def home_for(workdir: str) -> str:

@@ -16,6 +16,7 @@ Its commands are ``dockerexec.DockerExec``'s, its files ``dockerfiles.DockerFile
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 import time
@@ -35,9 +36,10 @@ from ..missingimages import says_gone
 from ..settings import load_settings
 from .dockerexec import DockerExec
 from .dockerfiles import DockerFiles, uid_gid
-from .base import Sandbox, SandboxFactory, SandboxHost, SandboxInfo, SandboxSpec
+from .base import DEFAULT_USER, Sandbox, SandboxFactory, SandboxHost, SandboxInfo, SandboxSpec
 from .disks import LoopDisk, create_disk, destroy_disk
 from .hostdisk import DiskArchive, host_archive_possible, loop_backing_file
+from .hostuids import UidLease, account_mounts, image_accounts, lease_uid
 from .meter import Meter, Usage
 
 GVISOR_THREAD_HEADROOM = 512
@@ -69,6 +71,12 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
     def __init__(self, spec: SandboxSpec, client: docker.DockerClient) -> None:
         if not spec.image_id.startswith("sha256:"):
             raise SandboxError(f"image must be pinned by image ID (sha256:…), got {spec.image_id!r}")
+        self.uid_lease: UidLease | None = None
+        """This sandbox's own host uid (``hostuids``): taken when the spec names the images' user, whose uid 1000
+        then stands only for the name; released on ``remove``."""
+        if spec.user == DEFAULT_USER:
+            self.uid_lease = lease_uid()
+            spec = dataclasses.replace(spec, user=self.uid_lease.user)
         self.spec = spec
         self.client = client
         self.container: Any = None
@@ -135,6 +143,7 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
                 self.client.images.get(s.image_id)
         self._create_volume()
         uid, gid = uid_gid(s.user)
+        accounts = self._account_mounts(uid)
         tmpfs_opts = f"size={s.tmp_limit_mb}m,uid={uid},gid={gid},mode=0700,nosuid,nodev"
         mem = s.memory_limit_mb * 1024 * 1024
         pids, ulimits = s.pids_limit, None
@@ -156,11 +165,24 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
                 # no_copy: the workspace is exactly its seed, never merged with what the image has at that path
                 mounts=[docker.types.Mount(s.workdir, self.volume.name, type="volume", no_copy=True),
                         *(docker.types.Mount(target, source, type="bind", read_only=True)
-                          for source, target in s.mounts)],
+                          for source, target in (*s.mounts, *accounts))],
                 # PID 1's output goes nowhere: the agent can write to /proc/1/fd/1, and an engine log on
                 # the host would bypass the disk limit and fill the disk other trials' workspaces sit on
                 log_config=docker.types.LogConfig(type="none"),
                 detach=True, stdin_open=False, tty=False)
+
+    def _account_mounts(self, uid: int) -> tuple[tuple[str, str], ...]:
+        """The image's ``/etc/passwd`` and ``/etc/group`` naming the leased uid where they named uid 1000."""
+        if self.uid_lease is None:
+            return ()
+        cache = load_settings().state_dir / "accounts"
+        with self._image_there():
+            accounts = image_accounts(self.client, self.spec.image_id, cache, self.labels())
+        try:
+            return account_mounts(accounts, uid, cache)
+        except OSError as exc:
+            raise SandboxError(f"the sandbox's account files could not be written: {exc}",
+                               container=self.spec.name) from exc
 
     def start(self) -> SandboxInfo:
         s = self.spec
@@ -252,6 +274,8 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
                 destroy_disk(self.disk.path)
                 self.disk.path.with_suffix(".owner").unlink(missing_ok=True)
             self._stream_api.close()
+            if self.uid_lease is not None:
+                self.uid_lease.release()
         log.debug("sandbox removed", sandbox=name)
 
     # ------------------------------------------------------------------ exec

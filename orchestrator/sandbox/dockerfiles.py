@@ -23,13 +23,7 @@ import docker.utils
 
 from ..engine import docker_errors
 from ..errors import OutputLost, SandboxError
-from .base import CAPTURE_BYTES, READ_ATTEMPTS
-
-
-def uid_gid(user: str) -> tuple[int, int]:
-    """``uid:gid`` (or ``uid``) as numbers."""
-    uid, _, gid = user.partition(":")
-    return int(uid), int(gid or uid)
+from .base import CAPTURE_BYTES, READ_ATTEMPTS, uid_gid
 
 
 class DockerFiles:

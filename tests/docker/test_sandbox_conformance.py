@@ -87,7 +87,14 @@ def test_limits_are_applied_read_back_and_recorded(make_sandbox, runtime):
 
 def test_hardening(make_sandbox, runtime):
     sb = make_sandbox(runtime=runtime)
-    assert sb.exec(["id", "-u"]).text().strip() == "1000"
+    other = make_sandbox(runtime=runtime)
+    # a host uid of its own (not the image's 1000, not another live sandbox's), under the image's user name
+    uid = sb.exec(["id", "-u"]).text().strip()
+    assert uid == sb.spec.user.split(":")[0] and uid != "1000"
+    assert other.exec(["id", "-u"]).text().strip() not in (uid, "1000")
+    assert sb.exec(["id", "-un"]).text().strip() == "agent" and sb.exec(["id", "-gn"]).text().strip() == "agent"
+    owners = "import os; print(*{os.stat(p).st_uid for p in ('/tmp', '/workspace', os.environ['HOME'])})"
+    assert sb.exec(["python3", "-c", owners]).text().split() == [uid]  # (gVisor here refuses statx: no ls -n)
     status = sb.exec(["cat", "/proc/self/status"]).text()
     caps = dict(line.split(":\t", 1) for line in status.splitlines() if line.startswith("Cap"))
     assert int(caps["CapEff"], 16) == 0 and int(caps["CapPrm"], 16) == 0
@@ -240,8 +247,8 @@ def test_files_round_trip_and_survive_stop(contract_sandbox):
     sb = contract_sandbox
     sb.write_file("/workspace/notes.txt", b"hello\n")
     assert sb.exec(["cat", "notes.txt"]).stdout == b"hello\n"  # commands run in the workspace
-    owner = sb.exec(["python3", "-c", "import os; print(os.stat('notes.txt').st_uid)"])
-    assert owner.text().strip() == "1000"
+    owner = sb.exec(["python3", "-c", "import os; print(os.stat('notes.txt').st_uid, os.getuid())"])
+    assert owner.text().split() == [sb.spec.user.split(":")[0]] * 2
     assert sb.exec(["sh", "-c", "mkdir -p made && echo new > made/by-a-command && rm notes.txt"]).exit_code == 0
     assert sb.read_file("/workspace/made/by-a-command") == b"new\n"  # what a command changed, the files show
     with pytest.raises(SandboxError):

@@ -1,8 +1,9 @@
 """Eleventh review (after the tenth), attacking the pytest grader's path as the agent under test would.
 
 Each test is one attack with the verdict a grader that keeps issue 23's rule must give. Findings 1-4 were fixed after
-the review (the tests that showed them now pass); finding 5 is open and ``xfail`` with the finding in its reason; the attacks that failed stay as plain tests (the
-verdict they must keep). Tests named ``test_unit_…`` need no engine: they call the host-side function the Docker
+the review (the tests that showed them now pass); finding 5 later (every sandbox and grader runs its untrusted code
+as a host uid that no other live sandbox holds: ``sandbox.hostuids``); the attacks that failed stay as plain tests
+(the verdict they must keep). Tests named ``test_unit_…`` need no engine: they call the host-side function the Docker
 test reaches, on the same input.
 
 Findings:
@@ -37,6 +38,8 @@ Findings:
    reading) from a grader's code, which reads the held-out tests, to an agent working at the same time. Shown end
    to end: the code under test of an (accepted) honest trial sent the held-out tests' three inputs to a sandbox
    started beside it, which decoded them exactly ("Crème Brûlée|naïve café|Ünïcödé ✓ done", 1,536 samples).
+   Fixed by a host uid per sandbox (``sandbox.hostuids``): both of its tests pass, and a third one checks another
+   per-user count (processes, ``RLIMIT_NPROC``).
 
 Attacks that failed (each rejected as it must be): an identification-free forger that reports every node it runs
 under a made-up case id (``node[x]``) with an empty JUnit report, to reach ``_judge``'s "the group ran nothing"
@@ -342,9 +345,6 @@ HOLD_INOTIFY = ("import ctypes, time\n"
                 "time.sleep(60)\n")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="review 11 finding 5: per-user kernel counts (inotify instances) are shared by every "
-                          "container's uid 1000: one container signals another, a covert channel between trials")
 def test_one_trials_container_cannot_signal_anothers(make_sandbox):
     sender, receiver = make_sandbox(), make_sandbox()
 
@@ -363,6 +363,41 @@ def test_one_trials_container_cannot_signal_anothers(make_sandbox):
     print(f"finding 5: instances available in the receiver: {before} before, {during} while the sender holds "
           f"{held}; the receiver reads {before - during}")
     assert before - during == 0, f"the receiver read {before - during} (the sender held {held})"
+
+
+COUNT_FORKS = ("import os, resource, time\n"
+               "resource.setrlimit(resource.RLIMIT_NPROC, (100, 100))\n"
+               "kids = []\n"
+               "while len(kids) < 200:\n"
+               "    try:\n"
+               "        pid = os.fork()\n"
+               "    except OSError:\n"
+               "        break\n"
+               "    if pid == 0:\n"
+               "        time.sleep(30)\n"
+               "        os._exit(0)\n"
+               "    kids.append(pid)\n"
+               "for pid in kids:\n"
+               "    os.kill(pid, 9)\n"
+               "    os.waitpid(pid, 0)\n"
+               "print(len(kids))\n")
+
+
+def test_one_trials_processes_are_not_counted_against_anothers(make_sandbox):
+    """Another per-user count than the reviewer's: ``RLIMIT_NPROC`` is checked against every process of the uid on
+    the host, so a receiver that lowers its own limit counts the sender's processes (30 here) by the forks it is
+    refused. Each sandbox's own uid (``sandbox.hostuids``) leaves it its own count."""
+    sender, receiver = make_sandbox(), make_sandbox()
+
+    def forks() -> int:
+        return int(receiver.exec(["python3", "-c", COUNT_FORKS], timeout=60).text().strip())
+
+    before = forks()
+    sender.exec(["sh", "-c", "for i in $(seq 30); do sleep 120 >/dev/null 2>&1 & done"], timeout=60)
+    running = sender.exec(["sh", "-c", "ps -eo comm --no-headers | grep -c '^sleep$'"], timeout=30).text().strip()
+    during = forks()
+    print(f"forks the receiver was allowed: {before} before, {during} while the sender ran {running} sleeps")
+    assert int(running) >= 30 and before > 50 and during == before
 
 
 # The same channel from a grader to a sandbox running beside it: the code under test, in the grader's first group,
@@ -429,11 +464,6 @@ def _decode(samples: list[int]) -> bytes:
     return bytes((nibbles[i] << 4) | nibbles[i + 1] for i in range(0, len(nibbles) - 1, 2))
 
 
-@pytest.mark.xfail(strict=False, raises=AssertionError,
-                   reason="review 11 finding 5, open: the code under test in a grader sends the held-out tests' inputs "
-                          "to a container running beside it (inotify instances counted per user); not strict: this "
-                          "end-to-end channel is timed (a sample every 20 ms) and a loaded host can garble it, while "
-                          "the test above, which measures the shared count itself, is strict")
 def test_the_held_out_tests_do_not_reach_a_container_running_beside_the_grader(setup, client, tmp_path,
                                                                                    make_sandbox):
     import time
