@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -53,11 +55,15 @@ def test_repository_enters_without_history(make_sandbox, repo_root, task_id, how
         sb = make_sandbox(workspace_seed=str(repo.tar_path), disk_limit_mb=48)
     else:
         sb = make_sandbox()
-        with open(repo.tar_path, "rb") as fh:
-            sb.copy_in(fh.read(), "/workspace")
+        uid = int(sb.spec.user.split(":")[0])  # the sandbox's own (``hostuids``): the tar re-owned to it
+        out = io.BytesIO()
+        with tarfile.open(repo.tar_path) as src, tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst:
+            for member in src:
+                member.uid = member.gid = uid
+                dst.addfile(member, src.extractfile(member) if member.isfile() else None)
+        sb.copy_in(out.getvalue(), "/workspace")
     owners = sb.exec(["python3", "-c", "import os; print({os.stat(os.path.join(d, n)).st_uid for d, ds, fs in os.walk('.') for n in ds + fs})"])
-    # seeded: the sandbox's own uid (``hostuids``); copied: the tar's owner, kept by the engine's archive API
-    assert owners.text().strip() == "{%s}" % (sb.spec.user.split(":")[0] if how == "seeded" else "1000")
+    assert owners.text().strip() == "{%s}" % sb.spec.user.split(":")[0]  # the sandbox's own uid (``hostuids``)
     git = lambda *a: sb.exec(["git", *a])  # noqa: E731
     assert git("log", "--all", "--format=%H").text().split() == [repo.commit]
     assert git("rev-list", "--all", "--reflog").text().split() == [repo.commit]
