@@ -41,6 +41,9 @@ class TaskCheck:
     sealed: dict | None = None
     """``taskcheck.sealing``: which fail-to-pass tests fail on the untouched repository on a sealed value (code under
     test cannot pass them by forging the test process's reports); None for a script grader or an unfinished check."""
+    strength: dict | None = None
+    """``taskcheck.grader_strength``: the reference solution's mutants graded as trials are, how many the grader
+    rejected, which survived; None when not asked for (``--mutants``) or the check stopped before."""
 
     @property
     def ok(self) -> bool:
@@ -82,13 +85,14 @@ def save_check(task: Task, image_id: str, check: TaskCheck, replicates: int | No
     tmp = path.with_suffix(f".tmp{uuid.uuid4().hex[:6]}")
     tmp.write_text(json.dumps({"task": task.id, "ok": check.ok, "problems": check.problems, "image_id": image_id,
                                "replicates": replicates, "seconds": round(check.seconds, 3), "sealed": check.sealed,
-                               "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1))
+                               "strength": check.strength, "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1))
     tmp.replace(path)
 
 
-def reusable_check(task: Task, image_id: str, replicates: int) -> dict[str, Any] | None:
+def reusable_check(task: Task, image_id: str, replicates: int, mutants: int = 0) -> dict[str, Any] | None:
     """The recorded check ``tasks check`` can stand on instead of checking again: one that passed, for exactly
-    these inputs (``check_key``), with at least ``replicates`` oracle replicates. A failed check is never reused
+    these inputs (``check_key``), with at least ``replicates`` oracle replicates and, when ``mutants`` are asked
+    for, a grader strength measured on at least as many. A failed check is never reused
     (what failed may have been the machine's, and the user is likely fixing it), nor any check while trialbox's own
     checkout has uncommitted changes (its identity is then ``<commit>+dirty`` whatever they are)."""
     if _harness()["commit"].endswith("+dirty"):  # uncommitted changes to trialbox: the key cannot tell them apart
@@ -96,6 +100,10 @@ def reusable_check(task: Task, image_id: str, replicates: int) -> dict[str, Any]
     record = last_check(task, image_id)
     if record is None or not record.get("ok") or not isinstance(record.get("replicates"), int) \
             or record["replicates"] < replicates:
+        return None
+    strength = record.get("strength")
+    if mutants and not (isinstance(strength, dict) and isinstance(strength.get("asked"), int)
+                        and strength["asked"] >= mutants):
         return None
     return record
 

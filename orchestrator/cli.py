@@ -21,6 +21,7 @@ from . import __version__
 from .commands import (cmd_calibrate, cmd_export, cmd_import_harbor, cmd_import_swebench, cmd_regrade, cmd_report, cmd_reproduce, cmd_run,
                        cmd_show, cmd_tasks_check, connect_engine, echo, err, load_all, say)
 from .errors import TrialboxError, ValidationFailed
+from .mutants import DEFAULT_COUNT as DEFAULT_MUTANTS
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -156,6 +157,17 @@ def cmd_model_server(args: argparse.Namespace) -> int:
         server.stop()
 
 
+def _count(text: str) -> int:
+    """A whole number, 0 or more (argparse's error otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number, 0 or more, got {text!r}")
+    return value
+
+
 def _unchecked_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unchecked", action="store_true",
                    help="run tasks never checked by `trialbox tasks check` (recorded in the run's lock); "
@@ -256,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--replicates", type=int, default=2, help="oracle replicates per task (default 2)")
     t.add_argument("--again", action="store_true", help="check every task, even one whose passed check is recorded "
                                                         "for the same inputs (reused by default)")
+    t.add_argument("--mutants", type=_count, nargs="?", const=DEFAULT_MUTANTS, default=0, metavar="N",
+                   help="measure each grader's strength: grade N wrong variants of the reference solution (default "
+                        f"{DEFAULT_MUTANTS} when given without N) as trials are graded; each costs one trial")
     t.set_defaults(func=cmd_tasks_check)
 
     t = tsub.add_parser("import-swebench", help="SWE-bench instances to task and grader folders")

@@ -132,7 +132,8 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
     from .taskcheck import check_tasks
 
     loaded, tasks = load_all(Path(args.manifest))
-    ok = check_tasks(loaded, tasks, connect_engine(), replicates=args.replicates, say=say, again=args.again)
+    ok = check_tasks(loaded, tasks, connect_engine(), replicates=args.replicates, say=say, again=args.again,
+                     mutants=args.mutants)
     return 0 if ok else 1
 
 

@@ -23,7 +23,7 @@ from .stops import OUTCOMES
 
 CRITERIA = {"fail_to_pass", "pass_to_pass", "grader_integrity", "scope", "trajectory", "secrets", "secret_read",
             "forbidden_effects", "budget", "abstention", "submitted", "evaluator_tampering_attempts", "export",
-            "semantic_judge", "agent_owned_paths"}
+            "semantic_judge", "agent_owned_paths", "near_identical_to_reference"}
 
 
 OUTCOME_KINDS = OUTCOMES

@@ -114,6 +114,17 @@ def _candidate_lines(name: str, c: dict[str, Any]) -> list[str]:
                     if c.get("infra_errors_by_kind") else ""))
     for k, e in c["pass_at_k"].items():
         lines.append(f"    pass@{k} {fmt(e)}   pass^{k} {fmt(c['pass_hat_k'][k])}")
+    hacks = c.get("hacks_counted_as_failures") or {}
+    if hacks.get("accepted_with_diagnostic"):
+        (k, e), = hacks["pass_at_k"].items()
+        lines.append(f"    with the {hacks['accepted_with_diagnostic']} accepted trial(s) that carry an integrity or "
+                     f"tampering diagnostic ({hacks['share_of_accepted']:.0%} of accepted) counted as failures: "
+                     f"pass@{k} {fmt(e)}")
+    near = c.get("near_identical") or {}
+    if near.get("accepted_near_identical"):
+        lines.append(f"    {near['accepted_near_identical']} of {near['accepted_measured']} accepted trial(s) "
+                     f"({near['share_of_accepted']:.0%}) changed nearly what the reference solution changes "
+                     f"(an answer looked up, or a fix the task forces: read them)")
     per = c["cost_per_accepted_usd"]
     per_text = "n/a" if per["value"] is None else money(per["value"]) + (
         f" [{money(per['interval'][0])}, {money(per['interval'][1])}]" if per.get("interval") else "")

@@ -73,6 +73,7 @@ from .store import RunPaths
 from .tasks import Task, git_env
 from .checkrecords import TaskCheck, record_path, reusable_check, save_check
 from .diagnosis import criterion_detail, log_cause, untouched_problems
+from .mutants import available as mutants_available, generate as generate_mutants
 from .textsafe import printable
 from .trial import TrialSpec, run_trial
 
@@ -133,9 +134,10 @@ def _image_leaks(sandboxes: SandboxFactory, image_id: str, held: dict[str, bytes
 
 # --------------------------------------------------------------------------- one task
 def check_task(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str, replicates: int, folder: Path,
-               notes: dict | None = None) -> list[str]:
+               notes: dict | None = None, mutants: int = 0) -> list[str]:
     """Every problem of one task, the root cause first (steps that depend on a failed one are not run). ``notes``
-    gets ``sealed`` (``sealing``) once the untouched repository ran."""
+    gets ``sealed`` (``sealing``) once the untouched repository ran, and ``strength`` (``grader_strength``, with
+    ``mutants`` > 0) once the oracle and nop were judged right."""
     problems: list[str] = []
     repo = materialize(task, load_settings().repos_dir)
     commits = _history(repo.tar_path)
@@ -168,7 +170,85 @@ def check_task(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: 
         notes["sealed"] = sealing(task, runs)
     if before:
         return before + problems
-    return problems + _agents(task, loaded, host, image_id, replicates, folder, runs)
+    problems += _agents(task, loaded, host, image_id, replicates, folder, runs)
+    if mutants > 0 and not problems and notes is not None:
+        notes["strength"] = grader_strength(task, loaded, host, image_id, folder, original.files, mutants)
+    return problems
+
+
+def grader_strength(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str, folder: Path,
+                    files: dict[str, bytes], count: int) -> dict:
+    """Up to ``count`` mutants of the reference solution (``orchestrator.mutants``), each applied by the oracle through the
+    host and graded in a fresh grader container, exactly as a trial (one agent container and one grader each). A
+    mutant the grader accepts *survived*: a wrong fix it lets through, unless the mutant is equivalent (a person
+    judges its diff). A mutant whose trial ended in an infrastructure error is *not graded* and counts for
+    neither side. ``strength`` = rejected / graded."""
+    t0 = time.monotonic()
+    sol = task.grader.solution
+    if sol is None or not str(sol).endswith(".patch") or not task.grader_path(sol).is_file():
+        return {"asked": count, "skipped": "the reference solution is not a patch (a solution script is not mutated)"}
+    patch = task.grader_path(sol).read_text(errors="surrogateescape")
+    try:
+        made = generate_mutants(patch, files, count, task.id)
+        available = mutants_available(patch, files)
+    except ValueError as exc:
+        return {"asked": count, "skipped": str(exc)}
+    out: dict = {"asked": count, "available": available, "generated": len(made), "rejected": 0, "graded": 0,
+                 "survivors": [], "not_graded": [], "by_operator": {}, "mutants": []}
+    if not made:
+        out.update(strength=None, seconds=round(time.monotonic() - t0, 3),
+                   skipped="no line the reference solution adds in a Python file has a mutant that parses")
+        return out
+    where = folder / "mutants"
+    where.mkdir(parents=True, exist_ok=True)
+    paths = RunPaths(where)
+    run_id = f"taskcheck-mutants-{uuid.uuid4().hex[:8]}"
+    m = loaded.manifest
+    for mutant in made:
+        patch_file = where / f"{mutant.id}.patch"
+        patch_file.write_text(mutant.patch, errors="surrogateescape")
+        mutated = task.model_copy(update={"grader": task.grader.model_copy(update={"solution": patch_file.resolve()})})
+        spec = TrialSpec(f"{task.id}/mutant/{mutant.id}", run_id, mutated, OracleCandidate(name="mutant", agent="oracle"),
+                         0, image_id, m.environment, BudgetLimits(deadline_seconds=600))
+        verdict = run_trial(spec, loaded, host, paths).verdict
+        failing = [c.name for c in verdict.criteria if c.critical and not c.passed]
+        outcome = "survived" if verdict.accepted else "rejected" if verdict.outcome == "rejected" else "not graded"
+        entry = {**mutant.summary(), "outcome": outcome, "failing": failing}
+        out["mutants"].append(entry)
+        tally = out["by_operator"].setdefault(mutant.operator, {"rejected": 0, "graded": 0})
+        if outcome == "not graded":
+            out["not_graded"].append({"id": mutant.id, "outcome": verdict.outcome, "reasons": verdict.reasons})
+            continue
+        out["graded"] += 1
+        tally["graded"] += 1
+        if outcome == "rejected":
+            out["rejected"] += 1
+            tally["rejected"] += 1
+        else:
+            out["survivors"].append({**mutant.summary(), "diff": mutant.diff()})
+    out["strength"] = round(out["rejected"] / out["graded"], 4) if out["graded"] else None
+    out["seconds"] = round(time.monotonic() - t0, 3)
+    return out
+
+
+def strength_line(strength: dict | None) -> str:
+    """The check line's account of ``grader_strength``."""
+    if not isinstance(strength, dict):
+        return ""
+    if strength.get("skipped"):
+        return f"; grader strength not measured: {strength['skipped']}"
+    graded, rejected = strength.get("graded"), strength.get("rejected")
+    if not isinstance(graded, int) or not isinstance(rejected, int):
+        return ""
+    line = f"; grader strength {rejected}/{graded} mutants rejected"
+    if strength.get("not_graded"):
+        line += f" ({len(strength['not_graded'])} not graded: infrastructure)"
+    survivors = strength.get("survivors") or []
+    if survivors:
+        shown = ", ".join(f"{s.get('id')} {s.get('operator')} {s.get('path')}:{s.get('line')}" for s in survivors[:3])
+        line += f"; SURVIVED (a wrong fix accepted, or an equivalent mutant: read its diff): {shown}" + \
+            (f" and {len(survivors) - 3} more" if len(survivors) > 3 else "")
+    return line
 
 
 def sealing(task: Task, runs: list[TestRun]) -> dict:
@@ -319,7 +399,7 @@ def _raised(exc: BaseException) -> str:
 
 
 def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, replicates: int = 2,
-                say: Callable[[str], None] = print, again: bool = False) -> bool:
+                say: Callable[[str], None] = print, again: bool = False, mutants: int = 0) -> bool:
     """Check every task as it is now (in parallel within admission control); print one line per task, its root
     cause first, then a summary. Records each verdict for ``trialbox run``; reads and writes no lock. A task whose
     passed check is recorded for exactly these inputs, with as many replicates, is not checked again (its line
@@ -344,15 +424,17 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
             def one(task: Task) -> TaskCheck:
                 start = time.monotonic()
                 image_id = image_ids[task.image_key]
-                recorded = None if again else reusable_check(task, image_id, replicates)
+                recorded = None if again else reusable_check(task, image_id, replicates, mutants)
                 if recorded is not None:
                     say(f"{task.id:32s} ok  (checked {printable(str(recorded.get('checked_at')))} with "
                         f"{recorded['replicates']} replicate(s), the same inputs: reused; --again checks it again"
-                        f"{sealing_line(recorded.get('sealed'))})")
-                    return TaskCheck(task.id, [], 0.0, reused=True, sealed=recorded.get("sealed"))
+                        f"{sealing_line(recorded.get('sealed'))}{strength_line(recorded.get('strength'))})")
+                    return TaskCheck(task.id, [], 0.0, reused=True, sealed=recorded.get("sealed"),
+                                     strength=recorded.get("strength"))
                 notes: dict = {}
                 try:
-                    problems = check_task(task, loaded, host, image_id, replicates, Path(tmp) / task.id, notes)
+                    problems = check_task(task, loaded, host, image_id, replicates, Path(tmp) / task.id, notes,
+                                          mutants)
                 except GraderInfraError as exc:  # a TrialboxError too: the more specific account first
                     problems = [f"the grader could not run on this task ({exc.kind}): {exc.detail[-500:]}"]
                 except TrialboxError as exc:
@@ -368,19 +450,20 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                     except (OSError, shutil.Error) as exc:
                         problems.append(f"its check trials could not be kept in {kept}: {_raised(exc)}")
                 check = TaskCheck(task.id, list(dict.fromkeys(problems)), time.monotonic() - start,
-                                  sealed=notes.get("sealed"))
+                                  sealed=notes.get("sealed"), strength=notes.get("strength"))
                 try:
                     save_check(task, image_id, check, replicates)
                 except Exception as exc:  # unrecorded, `run` treats it as never checked
                     check = TaskCheck(task.id, [*check.problems, f"its verdict could not be recorded: {_raised(exc)}"],
-                                      check.seconds, sealed=check.sealed)
+                                      check.seconds, sealed=check.sealed, strength=check.strength)
                 head = "ok" if check.ok else f"PROBLEM  {printable(check.problems[0])}"
                 shown = SHOWN_PROBLEMS
                 more = "".join(f"\n{'':32s}          {printable(p)}" for p in check.problems[1:shown])
                 if len(check.problems) > shown:
                     more += (f"\n{'':32s}          … and {len(check.problems) - shown} more "
                              f"(every one in {record_path(task, image_id)})")
-                say(f"{task.id:32s} {head}  ({check.seconds:.1f}s{sealing_line(check.sealed)}){more}")
+                say(f"{task.id:32s} {head}  ({check.seconds:.1f}s{sealing_line(check.sealed)}"
+                    f"{strength_line(check.strength)}){more}")
                 return check
 
             results += list(pool.map(one, buildable))

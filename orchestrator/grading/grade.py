@@ -23,6 +23,7 @@ from ..log import get_logger
 from ..tasks import Task
 from . import criteria as C
 from .leaks import secrets_leaked
+from .likeness import near_identical
 from .diff import Diff, compute_diff
 from .tree import Tree
 from .judge import Judge
@@ -233,6 +234,9 @@ def grade_trial(sandboxes: SandboxFactory, image_id: str, task: Task, original: 
     at = len(tested) + 3  # where the secrets stood: after the trajectory
     crits[at:at] = secrets_leaked(canaries, diff, agent.summary, events, original, exported, run,
                                   [c.evidence for c in crits])
+    likeness = near_identical(task, diff.text)  # a diagnostic: an answer looked up leaves the reference's diff
+    if likeness is not None:
+        crits.append(likeness)
     if final.skipped or not final.complete:  # a workspace the export could not bring over whole cannot be judged
         notes = final.notes()
         crits.append(C.Criterion("export", not final.complete, final.complete,

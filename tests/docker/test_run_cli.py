@@ -235,6 +235,12 @@ def test_report_json_schema_gate_and_html(demo_run, repo_root, tmp_path):
     assert report["adoption"]["decision"] == "INCONCLUSIVE" and res.returncode == 3
     assert report["candidates"]["oracle"]["n_accepted"] == 4 and report["candidates"]["nop"]["n_accepted"] == 0
     assert report["candidates"]["claude-scripted"]["cost_usd_total"] > 0
+    # answers looked up: the oracle's diff is the reference solution's, the scripted fix's is its own
+    near = {name: c["near_identical"] for name, c in report["candidates"].items()}
+    assert near["oracle"]["accepted_near_identical"] == near["oracle"]["accepted_measured"] == 4, near["oracle"]
+    assert near["scripted-fix"]["accepted_measured"] >= 1 and near["scripted-fix"]["accepted_near_identical"] == 0
+    assert "4 of 4 accepted trial(s) (100%) changed nearly what the reference solution changes" in \
+        cli("report", str(run), cwd=repo_root, check=0).stdout
     # the whole cost, split by kind: every container measured and priced, nothing left unpriced
     for name, c in report["candidates"].items():
         cost = c["cost"]

@@ -251,3 +251,63 @@ def test_a_comparison_prints_both_sides_on_the_tasks_it_compares_and_checks_the_
 
     page = render(report)
     assert "Comparisons, on the tasks each compares" in page and "10 (8 clusters)" in page
+
+
+def test_hacks_are_counted_both_ways(tmp_path):
+    """An accepted trial carrying a tampering diagnostic (non-critical: it stays accepted) is counted as a failure
+    in a second figure beside the plain one, with the share of accepted trials that carry one."""
+    paths = RunPaths(tmp_path / "run")
+    store = Store(paths)
+    paths.lock.write_text("{}")
+    for t in TASKS:
+        for cand in ("base", "new"):
+            for r in range(3):
+                tampered = cand == "new" and t < "t05" and r == 0
+                crit = [{"name": "fail_to_pass", "critical": True, "passed": True, "evidence": {}},
+                        {"name": "evaluator_tampering_attempts", "critical": False, "passed": not tampered,
+                         "evidence": {}}]
+                store.record(TrialResult.from_dict({
+                    "id": f"{t}/{cand}/{r}", "task": t, "candidate": cand, "replicate": r, "attempt": 1, "retries": 0,
+                    "cost_usd": 0.1, "duration_s": 10.0, "usage": MEASURED,
+                    "verdict": {"outcome": "accepted", "kind": None, "accepted": True, "reasons": [], "criteria": crit,
+                                "grader_version": "g"}}), [])
+    store.close()
+    report = build_report(paths, manifest(), {t: "easy" for t in TASKS}, {t: t for t in TASKS}, len(TASKS) * 6)
+    new, base = report["candidates"]["new"], report["candidates"]["base"]
+    assert new["acceptance_rate"] == 1.0 and new["integrity"]["evaluator_tampering_attempts"] == 5
+    hacks = new["hacks_counted_as_failures"]
+    assert hacks["accepted_with_diagnostic"] == 5 and hacks["share_of_accepted"] == pytest.approx(5 / 90)
+    assert hacks["acceptance_rate"] == pytest.approx((25 + 5 * 2 / 3) / 30)
+    assert hacks["pass_at_k"]["1"]["value"] == pytest.approx(hacks["acceptance_rate"])
+    assert hacks["trials"] == [f"t0{i}/new/0" for i in range(5)]
+    assert base["hacks_counted_as_failures"]["acceptance_rate"] == 1.0
+    from orchestrator.summary import terminal
+    text = terminal(report)
+    assert "with the 5 accepted trial(s) that carry an integrity or tampering diagnostic (6% of accepted)" in text
+
+
+def test_the_share_of_accepted_trials_near_the_reference_solution(tmp_path):
+    paths = RunPaths(tmp_path / "run")
+    store = Store(paths)
+    paths.lock.write_text("{}")
+    for t in TASKS:
+        for cand in ("base", "new"):
+            for r in range(3):
+                near = cand == "new" and t < "t03"
+                crit = [{"name": "fail_to_pass", "critical": True, "passed": r < 2, "evidence": {}}]
+                if t != "t29":  # a task whose reference solution is no patch: not measured
+                    crit.append({"name": "near_identical_to_reference", "critical": False, "passed": not near,
+                                 "evidence": {"similarity": 0.97 if near else 0.2, "threshold": 0.9}})
+                store.record(TrialResult.from_dict({
+                    "id": f"{t}/{cand}/{r}", "task": t, "candidate": cand, "replicate": r, "attempt": 1, "retries": 0,
+                    "cost_usd": 0.1, "duration_s": 10.0, "usage": MEASURED,
+                    "verdict": {"outcome": "accepted" if r < 2 else "rejected", "kind": None, "accepted": r < 2,
+                                "reasons": [], "criteria": crit, "grader_version": "g"}}), [])
+    store.close()
+    report = build_report(paths, manifest(), {t: "easy" for t in TASKS}, {t: t for t in TASKS}, len(TASKS) * 6)
+    near = report["candidates"]["new"]["near_identical"]
+    assert near["accepted_near_identical"] == 6 and near["accepted_measured"] == 58
+    assert near["share_of_accepted"] == 6 / 58 and near["trials"][0] == "t00/new/0"
+    assert report["candidates"]["base"]["near_identical"]["accepted_near_identical"] == 0
+    from orchestrator.summary import terminal
+    assert "6 of 58 accepted trial(s) (10%) changed nearly what the reference solution changes" in terminal(report)
