@@ -44,6 +44,9 @@ class TaskCheck:
     strength: dict | None = None
     """``taskcheck.grader_strength``: the reference solution's mutants graded as trials are, how many the grader
     rejected, which survived; None when not asked for (``--mutants``) or the check stopped before."""
+    alternatives: dict | None = None
+    """``taskcheck._alternatives``: the grader folder's other correct solutions, which were accepted and which not
+    (None: it has none, or the check stopped before)."""
 
     @property
     def ok(self) -> bool:
@@ -85,7 +88,8 @@ def save_check(task: Task, image_id: str, check: TaskCheck, replicates: int | No
     tmp = path.with_suffix(f".tmp{uuid.uuid4().hex[:6]}")
     tmp.write_text(json.dumps({"task": task.id, "ok": check.ok, "problems": check.problems, "image_id": image_id,
                                "replicates": replicates, "seconds": round(check.seconds, 3), "sealed": check.sealed,
-                               "strength": check.strength, "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1))
+                               "strength": check.strength,
+                               "alternatives": check.alternatives, "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1))
     tmp.replace(path)
 
 
@@ -131,3 +135,19 @@ def require_checked(tasks: list[Task], lock: dict[str, Any], unchecked: bool) ->
     if lines:
         raise TaskSetError("\n".join(lines))
     return status
+
+
+def grader_strengths(tasks: list[Task], lock: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
+    """What the run's lock records of each task's grader strength (``tasks check --mutants``), from its check
+    record for the locked image: strength, mutants graded, survivors, when checked; None when never measured."""
+    out: dict[str, dict[str, Any] | None] = {}
+    for t in tasks:
+        record = last_check(t, lock["images"][t.image_key]["image_id"]) or {}
+        s = record.get("strength")
+        if isinstance(s, dict) and isinstance(s.get("graded"), int) and s["graded"] > 0:
+            out[t.id] = {"strength": s.get("strength"), "graded": s["graded"],
+                         "survivors": [v.get("id") for v in s.get("survivors") or [] if isinstance(v, dict)],
+                         "checked_at": record.get("checked_at"), "record": record_path(t, lock["images"][t.image_key]["image_id"]).name}
+        else:
+            out[t.id] = None
+    return out

@@ -256,9 +256,12 @@ def build_parser() -> argparse.ArgumentParser:
     _unchecked_option(p)
     p.set_defaults(func=cmd_reproduce)
 
-    p = sub.add_parser("calibrate", help="the semantic judge's false-positive and false-negative rates against labels")
-    p.add_argument("run")
-    p.add_argument("labels", help="YAML mapping of trial id to pass or fail (human labels)")
+    p = sub.add_parser("calibrate", help="the semantic judge's false-positive and false-negative rates against labels; "
+                                         "with --graders, the graders' false-accept and false-reject rates")
+    p.add_argument("run", nargs="?")
+    p.add_argument("labels", nargs="?", help="YAML mapping of trial id to pass or fail (human labels)")
+    p.add_argument("--graders", metavar="MANIFEST", help="instead: every task's grader, from its recorded `tasks check` "
+                                                        "(mutants accepted, alternatives refused)")
     p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("tasks", help="the task set")

@@ -191,6 +191,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from .errors import ConfigError
     from .rerun import calibrate_run
 
+    if args.graders:
+        if args.run or args.labels:
+            raise ConfigError("calibrate: --graders MANIFEST takes no run or labels (those calibrate the judge)")
+        return _calibrate_graders(Path(args.graders))
+    if not (args.run and args.labels):
+        raise ConfigError("calibrate: expected RUN LABELS (the judge) or --graders MANIFEST (the graders)")
+
     try:
         labels = yaml.safe_load(Path(args.labels).read_text())
     except (OSError, yaml.YAMLError) as exc:
@@ -209,6 +216,25 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     echo("calibrated: yes (both 95% intervals at most 20 points wide)" if r["calibrated"] else
            "calibrated: NO, too few labels for these rates to mean much: " + "; ".join(r["not_calibrated_because"]))
     return 0
+
+
+def _calibrate_graders(manifest: Path) -> int:
+    """``calibrate --graders``: each task's grader from its recorded check (``graderrates``); exit 1 when no task
+    of the manifest has a recorded check for its current inputs."""
+    from .checkrecords import last_check
+    from .graderrates import grader_rates, rates_lines
+    from .lock import _images_section
+
+    loaded, tasks = load_all(manifest)
+    images = _images_section(connect_engine(), loaded.resolve(loaded.manifest.tasks.images), tasks)
+    records = {t.id: last_check(t, images[t.image_key]["image_id"]) for t in tasks}
+    never = sorted(t for t, r in records.items() if r is None)
+    rates = grader_rates(records, {t.id: t.cluster for t in tasks}, loaded.manifest.analysis.confidence)
+    echo(f"graders of {len(tasks)} task(s), from their recorded `tasks check` ({len(never)} never checked as they "
+         f"are now{': ' + ', '.join(never[:10]) if never else ''})")
+    for line in rates_lines(rates):
+        echo(line)
+    return 1 if len(never) == len(tasks) else 0
 
 
 def cmd_import_swebench(args: argparse.Namespace) -> int:

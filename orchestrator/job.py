@@ -148,14 +148,15 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
     attempt's record replaces the old one, kept as history (``Store.record``). On the local backend an engine
     outage pauses the run (``outage``). A run that ends with more trials recorded as infrastructure errors than
     ``execution.max_infra_errors`` raises ``InfraErrorsAbove`` (exit 4) once everything is recorded."""
-    from .checkrecords import require_checked
+    from .checkrecords import grader_strengths, require_checked
 
     m = loaded.manifest
     choice = choose(m.execution, backend, ray_address)  # a bad --backend is refused before anything is written
     preflight(loaded, tasks)  # a missing key, prompt hash or price is an error before any container starts
     judge = make_judge(loaded)
     lock = ensure_lock(loaded, tasks, client)
-    lock = {**lock, "task_checks": require_checked(tasks, lock, unchecked)}
+    lock = {**lock, "task_checks": require_checked(tasks, lock, unchecked),
+            "grader_strength": grader_strengths(tasks, lock)}
     try:
         paths = open_run(loaded, lock, out)
         store = Store(paths)

@@ -241,6 +241,9 @@ class AdoptionConfig(Model):
     """Upper bound on the candidate's cost per accepted run."""
     blocking_criteria: list[str] = []
     """Criteria whose failure in any trial blocks adoption."""
+    min_grader_strength: float | None = Field(default=None, ge=0, le=1)
+    """Count only tasks whose grader rejected at least this share of the reference solution's mutants (``tasks check
+    --mutants``, as the run's lock recorded it); tasks never measured are left out too. Declared before the run."""
 
 
 class AnalysisConfig(Model):
@@ -256,6 +259,10 @@ class AnalysisConfig(Model):
     """The unit intervals treat as independent: ``cluster`` (the default), each task's declared ``cluster``, its
     repository where it names none (a task whose repository is its own folder is its own cluster); ``task``, each
     task on its own (too narrow where tasks of one repository share its difficulty)."""
+    exclude_suspect_tasks: bool = False
+    """Leave *suspect* tasks out of every figure: tasks on which no candidate but ``oracle`` and ``nop`` had an
+    accepted trial (their grader may reject correct work; the report lists them either way). Only as declared
+    before the run: leaving out what nobody solved after seeing it would raise every rate."""
     min_effect: float | None = None
     """Smallest difference worth detecting (sample-size hint)."""
     adoption: AdoptionConfig | None = None

@@ -193,6 +193,9 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
     if locked is not None:  # a run is priced as it was locked, whatever the manifest says now
         m = m.model_copy(update={"costs": locked})
     cluster_of = cluster if m.analysis.cluster_by == "cluster" else {t: t for t in cluster}
+    suspects = suspect_tasks(rows, m)
+    if m.analysis.exclude_suspect_tasks:  # declared before the run (the manifest's hash is in its lock)
+        rows = [r for r in rows if r.task not in suspects]
     by_cand = {c.name: [r for r in rows if r.candidate == c.name] for c in m.candidates}
     costs = {r.id: trial_cost(r, m.costs) for r in rows}  # the whole cost: models, tools, machines, people
     report: dict[str, Any] = {
@@ -211,8 +214,17 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
         "candidates": {name: {"agent": _agent_identity(next(c for c in m.candidates if c.name == name)),
                               **_candidate(rs, m, cluster_of, difficulty, costs)} for name, rs in by_cand.items()},
         "costs": _costs_section(lock, m),
-        "comparisons": [], "trials": [_trial(r, m, costs[r.id]) for r in rows]}
+        "comparisons": [], "trials": [_trial(r, m, costs[r.id]) for r in rows],
+        "suspect_tasks": {"tasks": suspects, "excluded": m.analysis.exclude_suspect_tasks}}
     report["warnings"] += _node_warnings(report["nodes"])
+    if suspects:
+        report["warnings"].append(
+            f"{len(suspects)} suspect task(s), solved by no candidate (oracle and nop aside): {', '.join(suspects[:10])}"
+            + (" …" if len(suspects) > 10 else "") + "; their graders may reject correct work (`tasks check "
+            "--mutants` and alternatives/ tell more); " + ("left out of every figure, as the manifest declared"
+                                                         if m.analysis.exclude_suspect_tasks else "counted in every "
+                                                         "figure (analysis.exclude_suspect_tasks leaves them out, "
+                                                         "declared before a run)"))
     if report["intervals"].get("coverage_outside_93_97"):
         report["warnings"].append("at this run's shape the 95% intervals were measured outside 93-97% coverage: "
                                   + ", ".join(report["intervals"]["coverage_outside_93_97"])
@@ -221,8 +233,53 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
     report["ablations"] = [ablation(c, m.baseline, by_cand, m, cluster_of) for c in m.candidates if c.ablation_of]
     report["warnings"] += _cost_warnings(report, m, repriced)
     report["warnings"] = integrity_warnings(report) + report["warnings"]  # first: they question every figure
-    report["adoption"] = adoption(report, by_cand, m, cluster_of) if rows else {"decision": "NONE", "reasons": ["no trial"]}
+    report["graders"] = _graders(lock, sorted({r.task for r in rows} | set(suspects)), suspects)
+    report["adoption"] = _adopt(report, by_cand, m, cluster_of, costs) if rows else \
+        {"decision": "NONE", "reasons": ["no trial"]}
     return report
+
+
+def _graders(lock: dict[str, Any], tasks: list[str], suspects: list[str]) -> dict[str, Any]:
+    """Per task: its grader's strength as the run's lock recorded it (``checkrecords.grader_strengths``: None when
+    never measured), the mutants that survived, and whether the task is suspect."""
+    recorded = lock.get("grader_strength") if isinstance(lock.get("grader_strength"), dict) else {}
+    out = {}
+    for t in tasks:
+        s = recorded.get(t) if isinstance(recorded.get(t), dict) else None
+        out[t] = {"strength": s.get("strength") if s else None, "mutants_graded": s.get("graded") if s else None,
+                  "survivors": list(s.get("survivors") or []) if s else [], "suspect": t in suspects}
+    return out
+
+
+def _adopt(report: dict[str, Any], by_cand: dict[str, list[TrialResult]], m: Manifest, cluster_of: dict[str, str],
+           costs: dict[str, TrialCost]) -> dict[str, Any]:
+    """The adoption rule; with ``min_grader_strength``, on the tasks whose grader is at least that strong only
+    (the primary metric's difference and the blocking criteria; the cost bound stays on every task)."""
+    rule = m.analysis.adoption
+    floor = rule.min_grader_strength if rule is not None else None
+    if floor is None:
+        return adoption(report, by_cand, m, cluster_of)
+    strong = {t for t, g in report["graders"].items() if g["strength"] is not None and g["strength"] >= floor}
+    kept = {name: [r for r in rs if r.task in strong] for name, rs in by_cand.items()}
+    sub: dict[str, Any] = {"comparisons": [], "primary_metric": report["primary_metric"]}
+    _compare(sub, kept, m, cluster_of, costs)
+    decided = adoption({**report, "comparisons": sub["comparisons"]}, kept, m, cluster_of)
+    left = sorted(set(report["graders"]) - strong)
+    decided["reasons"] = [f"counted only the {len(strong)} task(s) whose grader strength is at least {floor} "
+                          f"(min_grader_strength); {len(left)} left out"
+                          + (f": {', '.join(left[:10])}" + (" …" if len(left) > 10 else "") if left else "")] \
+        + list(decided.get("reasons") or [])
+    decided["tasks_counted"] = sorted(strong)
+    return decided
+
+
+def suspect_tasks(rows: list[TrialResult], m: Manifest) -> list[str]:
+    """Tasks that some candidate other than ``oracle`` and ``nop`` ran and none of them solved (no accepted trial):
+    a task every agent fails may have a grader that rejects correct work. Empty when only oracle and nop ran."""
+    solvers = {c.name for c in m.candidates if c.agent not in ("oracle", "nop")}
+    ran = {r.task for r in rows if r.candidate in solvers}
+    solved = {r.task for r in rows if r.candidate in solvers and r.accepted}
+    return sorted(ran - solved)
 
 
 def _intervals(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str]) -> dict[str, Any]:

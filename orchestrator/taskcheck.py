@@ -18,7 +18,10 @@ later steps that depend on it are not run):
 5. the oracle is accepted on every replicate and nop is not (a failing solution
    script is named with its exit code and output; the trials of a task's last
    failed check are kept under the state folder, ``taskchecks/<task>``);
-6. no outcome changes between identical runs (flaky tests).
+6. no outcome changes between identical runs (flaky tests);
+7. every alternative correct solution of the grader folder (``alternatives/*.patch``) is accepted;
+8. with ``--mutants N``: the grader's strength, N wrong variants of the reference solution graded as trials
+   (``grader_strength``; not a problem when some survive: recorded and shown, for a person to judge).
 
 A failure here is a *task-set error*: the task author's problem, never an
 agent's outcome. Each task's verdict is recorded under the state folder keyed
@@ -171,8 +174,53 @@ def check_task(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: 
     if before:
         return before + problems
     problems += _agents(task, loaded, host, image_id, replicates, folder, runs)
+    if not problems:
+        alternatives: dict = {}
+        problems += _alternatives(task, loaded, host, image_id, folder, alternatives)
+        if notes is not None and alternatives:
+            notes["alternatives"] = alternatives
     if mutants > 0 and not problems and notes is not None:
         notes["strength"] = grader_strength(task, loaded, host, image_id, folder, original.files, mutants)
+    return problems
+
+
+ALTERNATIVES = "alternatives"
+"""A grader folder's other correct solutions: ``alternatives/*.patch``, each of which must be accepted."""
+
+
+def _patch_trial(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str, paths: RunPaths, run_id: str,
+                 patch_file: Path, label: str):
+    """One trial of ``task`` whose oracle applies ``patch_file`` (on the host) instead of the reference solution,
+    graded as every trial is; its verdict."""
+    changed = task.model_copy(update={"grader": task.grader.model_copy(update={"solution": patch_file.resolve()})})
+    spec = TrialSpec(f"{task.id}/{label}", run_id, changed, OracleCandidate(name=label.split("/")[0], agent="oracle"),
+                     0, image_id, loaded.manifest.environment, BudgetLimits(deadline_seconds=600))
+    return run_trial(spec, loaded, host, paths).verdict
+
+
+def _alternatives(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str, folder: Path,
+                  record: dict | None = None) -> list[str]:
+    """Every alternative correct solution in the grader folder accepted (each a patch, applied by the oracle through
+    the host as the reference is, for either kind of grader); each one refused is a problem naming the criteria and
+    tests that failed (a grader that rejects correct work)."""
+    found = sorted((task.grader_folder / ALTERNATIVES).glob("*.patch"))
+    if not found:
+        return []
+    paths, run_id, problems = RunPaths(folder / ALTERNATIVES), f"taskcheck-alt-{uuid.uuid4().hex[:8]}", []
+    out = record if record is not None else {}
+    out.update(total=len(found), accepted=[], rejected=[], not_graded=[])
+    for patch in found:
+        verdict = _patch_trial(task, loaded, host, image_id, paths, run_id, patch, f"alternative/{patch.stem}")
+        if verdict.accepted:
+            out["accepted"].append(patch.name)
+            continue
+        (out["rejected"] if verdict.outcome == "rejected" else out["not_graded"]).append(patch.name)
+        failing = [c for c in verdict.criteria if c.critical and not c.passed]
+        tests = sorted(n for c in failing for n, o in (c.evidence.get("outcomes") or {}).items() if o != "passed")
+        problems.append(f"the alternative solution {ALTERNATIVES}/{patch.name} was not accepted ({verdict.outcome}: "
+                        f"{', '.join(c.name for c in failing) or verdict.reasons}"
+                        + (f"; failing: {', '.join(tests[:8])}" if tests else "") + "): the grader rejects correct "
+                        "work, or the alternative is wrong")
     return problems
 
 
@@ -203,14 +251,10 @@ def grader_strength(task: Task, loaded: LoadedManifest, host: SandboxHost, image
     where.mkdir(parents=True, exist_ok=True)
     paths = RunPaths(where)
     run_id = f"taskcheck-mutants-{uuid.uuid4().hex[:8]}"
-    m = loaded.manifest
     for mutant in made:
         patch_file = where / f"{mutant.id}.patch"
         patch_file.write_text(mutant.patch, errors="surrogateescape")
-        mutated = task.model_copy(update={"grader": task.grader.model_copy(update={"solution": patch_file.resolve()})})
-        spec = TrialSpec(f"{task.id}/mutant/{mutant.id}", run_id, mutated, OracleCandidate(name="mutant", agent="oracle"),
-                         0, image_id, m.environment, BudgetLimits(deadline_seconds=600))
-        verdict = run_trial(spec, loaded, host, paths).verdict
+        verdict = _patch_trial(task, loaded, host, image_id, paths, run_id, patch_file, f"mutant/{mutant.id}")
         failing = [c.name for c in verdict.criteria if c.critical and not c.passed]
         outcome = "survived" if verdict.accepted else "rejected" if verdict.outcome == "rejected" else "not graded"
         entry = {**mutant.summary(), "outcome": outcome, "failing": failing}
@@ -430,7 +474,7 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                         f"{recorded['replicates']} replicate(s), the same inputs: reused; --again checks it again"
                         f"{sealing_line(recorded.get('sealed'))}{strength_line(recorded.get('strength'))})")
                     return TaskCheck(task.id, [], 0.0, reused=True, sealed=recorded.get("sealed"),
-                                     strength=recorded.get("strength"))
+                                     strength=recorded.get("strength"), alternatives=recorded.get("alternatives"))
                 notes: dict = {}
                 try:
                     problems = check_task(task, loaded, host, image_id, replicates, Path(tmp) / task.id, notes,
@@ -450,12 +494,14 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                     except (OSError, shutil.Error) as exc:
                         problems.append(f"its check trials could not be kept in {kept}: {_raised(exc)}")
                 check = TaskCheck(task.id, list(dict.fromkeys(problems)), time.monotonic() - start,
-                                  sealed=notes.get("sealed"), strength=notes.get("strength"))
+                                  sealed=notes.get("sealed"), strength=notes.get("strength"),
+                                  alternatives=notes.get("alternatives"))
                 try:
                     save_check(task, image_id, check, replicates)
                 except Exception as exc:  # unrecorded, `run` treats it as never checked
                     check = TaskCheck(task.id, [*check.problems, f"its verdict could not be recorded: {_raised(exc)}"],
-                                      check.seconds, sealed=check.sealed, strength=check.strength)
+                                      check.seconds, sealed=check.sealed, strength=check.strength,
+                                      alternatives=check.alternatives)
                 head = "ok" if check.ok else f"PROBLEM  {printable(check.problems[0])}"
                 shown = SHOWN_PROBLEMS
                 more = "".join(f"\n{'':32s}          {printable(p)}" for p in check.problems[1:shown])

@@ -29,6 +29,33 @@ def test_bounds():
         top_words("a", -1)
 '''
 
+# two other solutions of textkit-slug-unicode for its grader folder's alternatives/: one correct in its own way
+# (accents taken off by decomposition, no ASCII encoding), one wrong (accented letters dropped, not transliterated)
+OWN_FIX = """--- a/textkit/slug.py
++++ b/textkit/slug.py
+@@ -7,5 +7,8 @@
+ 
+ def slugify(text: str, sep: str = "-") -> str:
+     \"\"\"Lower-case ``text`` and join its runs of ASCII letters and digits with ``sep``.\"\"\"
+-    words = _NON_WORD.split(text.lower())
++    import unicodedata
++
++    plain = "".join(c for c in unicodedata.normalize("NFD", text) if not unicodedata.combining(c))
++    words = _NON_WORD.split(plain.lower())
+     return sep.join(w for w in words if w)
+"""
+WRONG_FIX = """--- a/textkit/slug.py
++++ b/textkit/slug.py
+@@ -7,5 +7,6 @@
+ 
+ def slugify(text: str, sep: str = "-") -> str:
+     \"\"\"Lower-case ``text`` and join its runs of ASCII letters and digits with ``sep``.\"\"\"
+-    words = _NON_WORD.split(text.lower())
++    text = text.encode("ascii", "ignore").decode("ascii")
++    words = _NON_WORD.split(text.lower())
+     return sep.join(w for w in words if w)
+"""
+
 MANIFEST = """experiment: {name: strength, seed: 3}
 candidates:
   - {name: nop, agent: nop}
@@ -80,3 +107,21 @@ def test_mutants_measure_each_graders_strength_and_a_weak_grader_is_shown(projec
     again = cli("tasks", "check", str(manifest), "--replicates", "1", "--mutants", "6", cwd=repo_root, check=0)
     if "reused" in again.stdout:
         assert "grader strength" in again.stdout
+
+
+def test_alternative_solutions_must_be_accepted_and_a_refused_one_names_its_tests(project, repo_root):
+    alternatives = project / "graders/textkit-slug-unicode/alternatives"
+    alternatives.mkdir()
+    (alternatives / "own.patch").write_text(OWN_FIX)
+    (alternatives / "wrong.patch").write_text(WRONG_FIX)
+    manifest = project / "examples" / "alternatives.yaml"
+    manifest.write_text(MANIFEST % "textkit-slug-unicode")
+    bad = cli("tasks", "check", str(manifest), "--replicates", "1", cwd=repo_root, check=1)
+    print(bad.stdout)
+    line = next(x for x in bad.stdout.splitlines() if x.startswith("textkit-slug-unicode"))
+    assert "PROBLEM  the alternative solution alternatives/wrong.patch was not accepted (rejected: fail_to_pass" in line
+    assert "failing: tests/test_slug_unicode.py::test_accents, tests/test_slug_unicode.py::test_mixed" in line
+    assert "own.patch" not in bad.stdout  # the correct one of its own is accepted
+    (alternatives / "wrong.patch").unlink()
+    good = cli("tasks", "check", str(manifest), "--replicates", "1", cwd=repo_root, check=0)
+    assert "task set ok: 1 of 1 task(s) ok" in good.stdout

@@ -90,6 +90,7 @@ def response(status: int) -> requests.Response:
 def sandbox(client: FakeClient) -> DockerSandbox:
     sb = DockerSandbox(SandboxSpec(image_id=ENV_ID, name="tb-test-image-missing"), client)
     sb._create_volume = lambda: setattr(sb, "volume", SimpleNamespace(name="v"))  # no disk: nothing of the host
+    sb._account_mounts = lambda uid: ()  # no account files read from the (absent) image, none written
     return sb
 
 

@@ -311,3 +311,60 @@ def test_the_share_of_accepted_trials_near_the_reference_solution(tmp_path):
     assert report["candidates"]["base"]["near_identical"]["accepted_near_identical"] == 0
     from orchestrator.summary import terminal
     assert "6 of 58 accepted trial(s) (10%) changed nearly what the reference solution changes" in terminal(report)
+
+
+def _scripted_manifest(exclude: bool) -> Manifest:
+    return Manifest.model_validate({
+        "experiment": {"name": "r", "seed": 3},
+        "candidates": [{"name": "base", "agent": "script", "script": "s.yaml"},
+                       {"name": "new", "agent": "script", "script": "s.yaml"}, {"name": "oracle", "agent": "oracle"}],
+        "execution": {"trials_per_task": 3},
+        "analysis": {"k": [1], "primary_metric": "acceptance_rate", "exclude_suspect_tasks": exclude}})
+
+
+def test_suspect_tasks_are_listed_and_left_out_only_as_declared(tmp_path):
+    """A task no candidate solved (the oracle aside) is suspect: listed with a warning, and left out of the figures
+    only when the manifest declared it before the run."""
+    for exclude in (False, True):
+        paths = RunPaths(tmp_path / str(exclude) / "run")
+        store = Store(paths)
+        paths.lock.write_text("{}")
+        for t in TASKS:
+            for cand in ("base", "new", "oracle"):
+                ok = cand == "oracle" or t >= "t03"  # t00-t02: nobody but the oracle
+                store.record(TrialResult.from_dict({
+                    "id": f"{t}/{cand}/0", "task": t, "candidate": cand, "replicate": 0, "attempt": 1, "retries": 0,
+                    "cost_usd": 0.1, "duration_s": 10.0, "usage": MEASURED,
+                    "verdict": {"outcome": "accepted" if ok else "rejected", "kind": None, "accepted": ok,
+                                "reasons": [], "criteria": [], "grader_version": "g"}}), [])
+        store.close()
+        report = build_report(paths, _scripted_manifest(exclude), {t: "easy" for t in TASKS}, {t: t for t in TASKS},
+                              len(TASKS) * 3)
+        assert report["suspect_tasks"] == {"tasks": ["t00", "t01", "t02"], "excluded": exclude}
+        assert any(w.startswith("3 suspect task(s), solved by no candidate (oracle and nop aside): t00, t01, t02")
+                   for w in report["warnings"])
+        rate = report["candidates"]["new"]["acceptance_rate"]
+        assert rate == (1.0 if exclude else pytest.approx(27 / 30))
+
+
+def test_a_minimum_grader_strength_decides_on_the_strong_graders_tasks_only(tmp_path):
+    import json
+
+    paths = write_run(tmp_path, p_base=0.3, p_new=0.9)
+    strengths = {t: {"strength": 1.0 if t < "t15" else 0.5, "graded": 6, "survivors": [] if t < "t15" else ["m01"],
+                     "checked_at": "2026-12-07T00:00:00Z", "record": "x.json"} for t in TASKS}
+    strengths["t03"] = None  # never measured: left out too
+    paths.lock.write_text(json.dumps({"grader_strength": strengths}))
+    m = manifest(min_delta=0.1, min_grader_strength=0.8)
+    report = build_report(paths, m, {t: "easy" for t in TASKS}, {t: t for t in TASKS}, len(TASKS) * 6)
+    decision = report["adoption"]
+    counted = [t for t in TASKS if t < "t15" and t != "t03"]
+    assert decision["tasks_counted"] == counted
+    assert decision["reasons"][0].startswith("counted only the 14 task(s) whose grader strength is at least 0.8 "
+                                             "(min_grader_strength); 16 left out: t03, t15")
+    assert report["graders"]["t20"] == {"strength": 0.5, "mutants_graded": 6, "survivors": ["m01"], "suspect": False}
+    assert report["graders"]["t03"]["strength"] is None
+    assert report["comparisons"][0]["paired_tasks"] == 30  # every other figure keeps every task
+    plain = build_report(paths, manifest(min_delta=0.1), {t: "easy" for t in TASKS}, {t: t for t in TASKS},
+                         len(TASKS) * 6)["adoption"]
+    assert "tasks_counted" not in plain and not plain["reasons"][0].startswith("counted only")
