@@ -214,10 +214,10 @@ def _alternatives(task: Task, loaded: LoadedManifest, host: SandboxHost, image_i
         if verdict.accepted:
             out["accepted"].append(patch.name)
             continue
-        (out["rejected"] if verdict.outcome == "rejected" else out["not_graded"]).append(patch.name)
+        (out["rejected"] if verdict.outcome.value == "rejected" else out["not_graded"]).append(patch.name)
         failing = [c for c in verdict.criteria if c.critical and not c.passed]
         tests = sorted(n for c in failing for n, o in (c.evidence.get("outcomes") or {}).items() if o != "passed")
-        problems.append(f"the alternative solution {ALTERNATIVES}/{patch.name} was not accepted ({verdict.outcome}: "
+        problems.append(f"the alternative solution {ALTERNATIVES}/{patch.name} was not accepted ({verdict.outcome.value}: "
                         f"{', '.join(c.name for c in failing) or verdict.reasons}"
                         + (f"; failing: {', '.join(tests[:8])}" if tests else "") + "): the grader rejects correct "
                         "work, or the alternative is wrong")
@@ -256,12 +256,12 @@ def grader_strength(task: Task, loaded: LoadedManifest, host: SandboxHost, image
         patch_file.write_text(mutant.patch, errors="surrogateescape")
         verdict = _patch_trial(task, loaded, host, image_id, paths, run_id, patch_file, f"mutant/{mutant.id}")
         failing = [c.name for c in verdict.criteria if c.critical and not c.passed]
-        outcome = "survived" if verdict.accepted else "rejected" if verdict.outcome == "rejected" else "not graded"
+        outcome = "survived" if verdict.accepted else "rejected" if verdict.outcome.value == "rejected" else "not graded"
         entry = {**mutant.summary(), "outcome": outcome, "failing": failing}
         out["mutants"].append(entry)
         tally = out["by_operator"].setdefault(mutant.operator, {"rejected": 0, "graded": 0})
         if outcome == "not graded":
-            out["not_graded"].append({"id": mutant.id, "outcome": verdict.outcome, "reasons": verdict.reasons})
+            out["not_graded"].append({"id": mutant.id, "outcome": verdict.outcome.value, "reasons": verdict.reasons})
             continue
         out["graded"] += 1
         tally["graded"] += 1

@@ -102,7 +102,7 @@ def test_mutants_measure_each_graders_strength_and_a_weak_grader_is_shown(projec
     line = next(x for x in res.stdout.splitlines() if x.startswith("textkit-top-words"))
     assert f"grader strength {weak['rejected']}/{weak['graded']} mutants rejected" in line and "SURVIVED" in line
     assert f"{survivor['id']} {survivor['operator']} {survivor['path']}:{survivor['line']}" in line
-    assert weak["strength"] < strong["strength"] or strong["strength"] == 1.0
+    assert weak["strength"] < 1.0
     # asked again with no more mutants: the recorded strength stands (unless trialbox's checkout is dirty)
     again = cli("tasks", "check", str(manifest), "--replicates", "1", "--mutants", "6", cwd=repo_root, check=0)
     if "reused" in again.stdout:
