@@ -33,6 +33,19 @@ def terminal(report: dict[str, Any]) -> str:
     return "\n".join(printable(line) for line in lines)  # one logical line each: nothing in a field forges a line
 
 
+def grader_lines(graders: dict[str, Any]) -> list[str]:
+    """The graders' strength as the run's lock recorded it: how many tasks were measured, and the weakest."""
+    measured = {t: g for t, g in graders.items() if g.get("strength") is not None}
+    if not measured:
+        return [f"graders: strength not measured on any of the {len(graders)} task(s) (`tasks check --mutants`)"] \
+            if graders else []
+    weakest = sorted(measured.items(), key=lambda kv: (kv[1]["strength"], kv[0]))
+    shown = ", ".join(f"{t} {g['strength']:.2f} ({len(g['survivors'])} survived)" for t, g in weakest[:5]
+                      if g["strength"] < 1.0)
+    return [f"graders: strength measured on {len(measured)} of {len(graders)} task(s)"
+            + (f"; weakest: {shown}" if shown else "; every measured grader rejected every mutant")]
+
+
 def _estimate(e: dict[str, Any]) -> str:
     return "n/a" if e["value"] is None else f"{e['value']:.3f}" + (
         f" [{e['interval'][0]:.3f}, {e['interval'][1]:.3f}]" if e.get("interval") else "")
@@ -79,6 +92,7 @@ def _run_lines(report: dict[str, Any]) -> list[str]:
             lines.append(f"    {name} ({e['hardware'].get('cpus')} CPU {e['hardware'].get('cpu_model')}, "
                          f"{e['hardware'].get('memory_mb')} MiB): {e['accepted']}/{e['trials']} accepted; {per}")
     lines += [f"warning: {w}" for w in report["warnings"]]
+    lines += grader_lines(report.get("graders") or {})
     iv = report.get("intervals")
     if iv and iv["clusters"] < 2:
         lines.append(f"intervals: none ({iv['clusters']} cluster(s): an interval needs at least 2)")

@@ -368,3 +368,15 @@ def test_a_minimum_grader_strength_decides_on_the_strong_graders_tasks_only(tmp_
     plain = build_report(paths, manifest(min_delta=0.1), {t: "easy" for t in TASKS}, {t: t for t in TASKS},
                          len(TASKS) * 6)["adoption"]
     assert "tasks_counted" not in plain and not plain["reasons"][0].startswith("counted only")
+
+
+def test_the_terminal_names_the_weakest_graders_and_says_when_none_was_measured():
+    from orchestrator.summary import grader_lines
+
+    assert grader_lines({}) == []
+    assert grader_lines({"a": {"strength": None, "survivors": []}}) == \
+        ["graders: strength not measured on any of the 1 task(s) (`tasks check --mutants`)"]
+    lines = grader_lines({"a": {"strength": 1.0, "survivors": []}, "b": {"strength": 0.5, "survivors": ["m1", "m2"]},
+                          "c": {"strength": None, "survivors": []}, "d": {"strength": 0.8, "survivors": ["m3"]}})
+    assert lines == ["graders: strength measured on 3 of 4 task(s); weakest: b 0.50 (2 survived), d 0.80 (1 survived)"]
+    assert grader_lines({"a": {"strength": 1.0, "survivors": []}})[0].endswith("every measured grader rejected every mutant")
