@@ -73,6 +73,21 @@ def outgoing_texts(body: bytes) -> list[str]:
     return texts + [fold(t) for t in texts if not t.isascii()]
 
 
+
+class DuplicateKey(ValueError):
+    """A JSON object of a request names one key twice (its name is the message)."""
+
+
+def _without_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    """``json.loads``'s object hook: a key named twice in one object is refused. Python keeps the last of
+    duplicates, other parsers the first: the proxy would check one request and relay another."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(key)
+        out[key] = value
+    return out
+
 class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
@@ -202,7 +217,14 @@ class ModelProxy(ProxyReplies):
         if not self._admit(h):
             return
         try:
-            request = json.loads(body or b"{}")
+            request = json.loads(body or b"{}", object_pairs_hook=_without_duplicates)
+        except DuplicateKey as exc:  # one reading is checked, the provider may act on another: never relayed
+            self.events.append("model_refused", reason="duplicate_key", detail=str(exc)[:100])
+            self._count_refusal("duplicate_key")
+            self._reply(h, 400, "invalid_request_error", f"trialbox proxy: the request repeats the key {str(exc)[:100]!r}"
+                                                         " in one object: what is checked and what a provider reads "
+                                                         "could differ, so it is not relayed")
+            return
         except ValueError:
             request = None
         except RecursionError:  # nested deeper than can be checked here: not sent unchecked

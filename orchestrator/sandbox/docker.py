@@ -39,7 +39,7 @@ from .dockerfiles import DockerFiles, uid_gid
 from .base import DEFAULT_USER, Sandbox, SandboxFactory, SandboxHost, SandboxInfo, SandboxSpec
 from .disks import LoopDisk, create_disk, destroy_disk
 from .hostdisk import DiskArchive, host_archive_possible, loop_backing_file
-from .hostuids import UidLease, account_mounts, image_accounts, lease_uid
+from .hostuids import UidLease, account_mounts, image_accounts, keep_lease, lease_uid
 from .meter import Meter, Usage
 
 GVISOR_THREAD_HEADROOM = 512
@@ -256,6 +256,7 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
     def remove(self) -> None:
         name = self.spec.name
         self.meter.end()
+        gone = self.container is None  # the uid is given back only once no container of it can run
         try:
             if self.container is not None:
                 with docker_errors(name):
@@ -263,6 +264,7 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
                         self.container.remove(force=True, v=True)
                     except docker.errors.NotFound:
                         pass
+                gone = True
             if self.volume is not None:
                 with docker_errors(name):
                     try:
@@ -274,8 +276,12 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
                 destroy_disk(self.disk.path)
                 self.disk.path.with_suffix(".owner").unlink(missing_ok=True)
             self._stream_api.close()
-            if self.uid_lease is not None:
+            if self.uid_lease is not None and gone:
                 self.uid_lease.release()
+            elif self.uid_lease is not None:  # the engine did not remove it: it may still run as that uid
+                keep_lease(self.uid_lease)
+                log.warning("the container could not be removed: its uid stays leased until this process ends",
+                            sandbox=name, uid=self.uid_lease.uid)
         log.debug("sandbox removed", sandbox=name)
 
     # ------------------------------------------------------------------ exec

@@ -11,6 +11,8 @@ construction to its removal.
 
 - **Host-wide.** A lease is an exclusive ``flock`` on a file named for the uid in ``/run/trialbox/uids`` (one
   folder for every trialbox process on the host, whatever its state folder; a Ray node on this host included).
+  It is given back when the sandbox is removed, and only when the engine removed its container: a container
+  the engine failed to remove may still run, so its uid stays leased until the process ends (``keep_lease``).
   The kernel drops the lock when its process dies, so a crash leaks nothing; the lowest free uid is taken, so a
   run uses few distinct uids (and the workspace disks' cache, made per owner, stays small).
 - **The range** is ``TRIALBOX_SANDBOX_UIDS`` (``FIRST-LAST``), by default 1800000-1865535: above every uid
@@ -82,6 +84,17 @@ class UidLease:
             if self._fd is not None:
                 self._finalizer()
                 self._fd = None
+
+
+_KEPT: list[UidLease] = []
+_KEPT_LOCK = threading.Lock()
+
+
+def keep_lease(lease: UidLease) -> None:
+    """Hold ``lease`` until this process ends (no finalizer gives it back): its sandbox's container could not be
+    removed and may still run as its uid; gc removes the container, the process's end frees the uid."""
+    with _KEPT_LOCK:
+        _KEPT.append(lease)
 
 
 def _unlock(fd: int) -> None:

@@ -321,7 +321,6 @@ class _RemoveFails:
         return getattr(self._real, name)
 
 
-@xfail(F6)
 def test_a_sandbox_whose_removal_failed_keeps_its_uid(make_sandbox):
     first = make_sandbox()
     uid_first = first.exec(["id", "-u"], timeout=30).text().strip()
@@ -381,7 +380,10 @@ def _decode_aio(values: list[int]) -> bytes:
     return bytes(v - base - 256 for v in values if 256 <= v - base < 512)
 
 
-@xfail(F1 + "; end to end: the held-out tests' inputs sent from a grader's code under test to a sandbox beside it")
+@pytest.mark.xfail(strict=False, raises=AssertionError,
+                   reason=F1 + "; end to end: the held-out tests' inputs sent from a grader's code under test to a "
+                               "sandbox beside it; not strict: the channel is timed and a loaded host can garble it "
+                               "(the count test above is strict)")
 def test_the_held_out_tests_do_not_reach_a_sandbox_beside_the_grader_through_aio(setup, client, tmp_path,
                                                                                  make_sandbox):
     receiver = make_sandbox()
@@ -431,7 +433,9 @@ LEAVE_RESIDUE = MY_DISK + (
 READ_MINE = MY_DISK + "dev = device(sys.argv[1])\nprint(dev, reads(dev))\n"
 
 
-@xfail(F5)
+@pytest.mark.xfail(strict=False, raises=AssertionError,
+                   reason=F5 + "; not strict: the receiver lands on the sender's loop device only when it is the "
+                               "lowest free one then")
 def test_a_workspace_disk_does_not_carry_an_earlier_containers_io(make_sandbox):
     rounds = []
     for message in (37, 201):
