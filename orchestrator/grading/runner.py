@@ -182,7 +182,7 @@ def grader_spec(image_id: str, task: Task, limits: GraderLimits, name: str,
     return SandboxSpec(image_id=image_id, name=f"{name}-{uuid.uuid4().hex[:6]}", cpu_limit=limits.cpu_limit,
                        cpu_reservation=limits.cpu_reservation, memory_limit_mb=limits.memory_limit_mb,
                        memory_reservation_mb=limits.memory_reservation_mb, pids_limit=limits.pids_limit,
-                       disk_limit_mb=limits.disk_limit_mb, network="none", mounts=((str(TOOLS), TOOLS_MOUNT),),
+                       disk_limit_mb=limits.disk_limit_mb, network="none", copied_mounts=((str(TOOLS), TOOLS_MOUNT),),
                        env=task.runtime.sandbox_env(), labels={**(labels or {}), ROLE_LABEL: "grader"},
                        workspace_owner="0:0", init_user="0:0")
 

@@ -391,8 +391,9 @@ def script_grader_spec(image_id: str, task: Task, limits: GraderLimits, name: st
                        cpu_reservation=limits.cpu_reservation, memory_limit_mb=limits.memory_limit_mb,
                        memory_reservation_mb=limits.memory_reservation_mb, pids_limit=limits.pids_limit,
                        disk_limit_mb=limits.disk_limit_mb, network="none", workdir=workdir, home=home_for(workdir),
-                       mounts=((str(task.grader_path(g.tests).resolve()), g.tests_mount),  # type: ignore[arg-type]
-                               (str(TOOLS), TOOLS_MOUNT)),
+                       # copies of its own: no file of them is another grader's (a lock on one is seen by all)
+                       copied_mounts=((str(task.grader_path(g.tests).resolve()), g.tests_mount),  # type: ignore[arg-type]
+                                      (str(TOOLS), TOOLS_MOUNT)),
                        scratch_dirs=(g.reward_dir,), env=task.runtime.sandbox_env(),
                        # the container's init and own command are root's: no process of the test user can trace
                        # one and so outlive the kill of what the script left (the kill spares them)

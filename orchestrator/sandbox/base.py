@@ -65,6 +65,11 @@ class SandboxSpec:
     env: dict[str, str] = field(default_factory=dict)
     mounts: tuple[tuple[str, str], ...] = ()
     """Read-only bind mounts ``(host path, container path)``, e.g. the model proxy's socket folder."""
+    copied_mounts: tuple[tuple[str, str], ...] = ()
+    """Read-only folders ``(host path, container path)`` given to this sandbox as a copy of its own, made when it is
+    created and deleted when it is removed, readable by any user: no file of it is another sandbox's (a lock taken
+    on a shared file is seen by every container that mounts it), and a host folder closed to others still reads.
+    For trialbox's own folders and a task's held-out material (the grader's tools, a script grader's tests)."""
     init_user: str | None = None
     """``uid:gid`` of the container's init and its own command (None: ``user``). The pytest grader's are root's: the
     code under test, running as ``user``, can neither signal nor trace nor write into them (same-user processes

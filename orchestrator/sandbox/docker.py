@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shutil
 import socket
 import time
 from collections.abc import Iterator
@@ -144,6 +145,7 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
         self._create_volume()
         uid, gid = uid_gid(s.user)
         accounts = self._account_mounts(uid)
+        copies = self._copy_mounts()
         tmpfs_opts = f"size={s.tmp_limit_mb}m,uid={uid},gid={gid},mode=0700,nosuid,nodev"
         mem = s.memory_limit_mb * 1024 * 1024
         pids, ulimits = s.pids_limit, None
@@ -165,11 +167,42 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
                 # no_copy: the workspace is exactly its seed, never merged with what the image has at that path
                 mounts=[docker.types.Mount(s.workdir, self.volume.name, type="volume", no_copy=True),
                         *(docker.types.Mount(target, source, type="bind", read_only=True)
-                          for source, target in (*s.mounts, *accounts))],
+                          for source, target in (*s.mounts, *copies, *accounts))],
                 # PID 1's output goes nowhere: the agent can write to /proc/1/fd/1, and an engine log on
                 # the host would bypass the disk limit and fill the disk other trials' workspaces sit on
                 log_config=docker.types.LogConfig(type="none"),
                 detach=True, stdin_open=False, tty=False)
+
+    def _copies_dir(self) -> Path:
+        return load_settings().state_dir / "mounts" / self.spec.name
+
+    def _copy_mounts(self) -> tuple[tuple[str, str], ...]:
+        """``spec.copied_mounts``, each copied into a folder of this sandbox's own, open to read (``SandboxSpec``)."""
+        if not self.spec.copied_mounts:
+            return ()
+        out = []
+        try:
+            for i, (source, target) in enumerate(self.spec.copied_mounts):
+                dest = self._copies_dir() / str(i)
+                shutil.rmtree(dest, ignore_errors=True)
+                if not os.path.isdir(source):  # one file
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(source, dest)
+                    os.chmod(dest, 0o644)
+                    out.append((str(dest), target))
+                    continue
+                shutil.copytree(source, dest, symlinks=True)
+                for root, dirs, files in os.walk(dest):
+                    os.chmod(root, 0o755)
+                    for name in files:
+                        path = os.path.join(root, name)
+                        if not os.path.islink(path):
+                            os.chmod(path, 0o755 if os.stat(path).st_mode & 0o111 else 0o644)
+                out.append((str(dest), target))
+        except (OSError, shutil.Error) as exc:
+            raise SandboxError(f"a read-only folder could not be copied for the sandbox: {exc}",
+                               container=self.spec.name) from exc
+        return tuple(out)
 
     def _account_mounts(self, uid: int) -> tuple[tuple[str, str], ...]:
         """The image's ``/etc/passwd`` and ``/etc/group`` naming the leased uid where they named uid 1000."""
@@ -275,6 +308,8 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
             if self.disk is not None:
                 destroy_disk(self.disk.path)
                 self.disk.path.with_suffix(".owner").unlink(missing_ok=True)
+            if self.spec.copied_mounts and gone:
+                shutil.rmtree(self._copies_dir(), ignore_errors=True)
             self._stream_api.close()
             if self.uid_lease is not None and gone:
                 self.uid_lease.release()

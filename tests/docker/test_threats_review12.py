@@ -287,14 +287,31 @@ PROBE_LOCK = ("import fcntl, os, sys\n"
               "    print('locked')\n")
 
 
-@pytest.mark.parametrize("path", [pytest.param(f"{TOOLS_MOUNT}/run_tests.py", marks=xfail(F7), id="grader-tools-mount"),
-                                  pytest.param("/usr/lib/python3.11/os.py", id="image-file")])
-def test_one_graders_lock_is_not_seen_by_another(make_sandbox, path):
-    """Two containers made as graders are (the grader tools folder mounted read-only, ``runner.grader_spec``): a lock
-    one takes on a file of that folder (read-only is enough for ``flock``). The same on a file of the image (its
-    own overlay in each container) for comparison."""
+def test_graders_get_the_tools_and_tests_as_copies_of_their_own():
+    """Fixed after the review (finding 7): the grader's tools (and a script grader's tests) are ``copied_mounts``, a
+    copy per container, never one host folder bind-mounted into all."""
+    import types
+
+    from orchestrator.grading.runner import GraderLimits, grader_spec
+
+    task = types.SimpleNamespace(grader=types.SimpleNamespace(kind="pytest"),
+                                 runtime=types.SimpleNamespace(sandbox_env=lambda: {}))
+    spec = grader_spec("sha256:" + "0" * 64, task, GraderLimits(), "tb-review12")
+    assert (str(TOOLS), TOOLS_MOUNT) in spec.copied_mounts and not spec.mounts
+
+
+@pytest.mark.parametrize("path, shared", [
+    pytest.param(f"{TOOLS_MOUNT}/run_tests.py", True, marks=xfail(F7), id="one-folder-bind-mounted-into-both"),
+    pytest.param(f"{TOOLS_MOUNT}/run_tests.py", False, id="grader-tools-as-graders-get-them"),
+    pytest.param("/usr/lib/python3.11/os.py", False, id="image-file")])
+def test_one_graders_lock_is_not_seen_by_another(make_sandbox, path, shared):
+    """Two containers with the grader tools folder: bind-mounted, one host folder for both (as graders had it when
+    the review found this), or as ``runner.grader_spec`` gives it now (a copy each); a lock one takes on a file of
+    it (read-only is enough for ``flock``). The same on a file of the image (its own overlay in each container)
+    for comparison."""
     mounts = ((str(TOOLS), TOOLS_MOUNT),)
-    sender, receiver = make_sandbox(mounts=mounts), make_sandbox(mounts=mounts)
+    how = {"mounts": mounts} if shared else {"copied_mounts": mounts}
+    sender, receiver = make_sandbox(**how), make_sandbox(**how)
     free = receiver.exec(["python3", "-c", PROBE_LOCK, path], timeout=30).text().strip()
     _bg(sender, LOCK, path)
     held = _wait_file(sender, "/tmp/held")
@@ -462,8 +479,11 @@ def test_a_workspace_disk_does_not_carry_an_earlier_containers_io(make_sandbox):
 # is closed to others (umask 077), the sandbox's user read it as its owner before a9fdf24, and cannot now.
 # ---------------------------------------------------------------------------------------------------------------
 
-@xfail(F8)
-def test_a_host_folder_of_uid_1000_mounted_into_a_sandbox_stays_readable(make_sandbox, tmp_path):
+@pytest.mark.parametrize("copied", [pytest.param(False, marks=xfail(F8), id="bind-mounted"),
+                                    pytest.param(True, id="copied-as-graders-get-them")])
+def test_a_host_folder_of_uid_1000_mounted_into_a_sandbox_stays_readable(make_sandbox, tmp_path, copied):
+    """Bind-mounted (an agent sandbox's mounts): the finding, open. Copied (``copied_mounts``: a grader's tools and
+    a script grader's tests since the review): readable."""
     import os
 
     folder = tmp_path / "task-tests"
@@ -472,7 +492,8 @@ def test_a_host_folder_of_uid_1000_mounted_into_a_sandbox_stays_readable(make_sa
     for path, mode in ((folder, 0o700), (folder / "test.sh", 0o600)):
         os.chown(path, 1000, 1000)
         path.chmod(mode)
-    sandbox = make_sandbox(mounts=((str(folder), "/opt/task-tests"),))
+    mounts = ((str(folder), "/opt/task-tests"),)
+    sandbox = make_sandbox(**({"copied_mounts": mounts} if copied else {"mounts": mounts}))
     res = sandbox.exec(["sh", "-c", "id -u; cat /opt/task-tests/test.sh"], timeout=30)
     print("reading a mounted folder of the host's uid 1000 (mode 0700):", res.exit_code, res.text().strip(),
           res.stderr.decode(errors="replace").strip())
