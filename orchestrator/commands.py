@@ -230,8 +230,13 @@ def _calibrate_graders(manifest: Path) -> int:
     records = {t.id: last_check(t, images[t.image_key]["image_id"]) for t in tasks}
     never = sorted(t for t, r in records.items() if r is None)
     rates = grader_rates(records, {t.id: t.cluster for t in tasks}, loaded.manifest.analysis.confidence)
-    echo(f"graders of {len(tasks)} task(s), from their recorded `tasks check` ({len(never)} never checked as they "
-         f"are now{': ' + ', '.join(never[:10]) if never else ''})")
+    echo(f"graders of {len(tasks)} task(s), from their recorded `tasks check` ({len(never)} with no check recorded "
+         f"for their inputs as they are now{': ' + ', '.join(never[:10]) if never else ''})")
+    if never:
+        from .lock import harness_identity
+
+        echo(f"  a check is recorded for the task, its grader, its image and this trialbox (commit "
+             f"{harness_identity().get('commit')}): after any change to one of them, `tasks check --mutants` again")
     for line in rates_lines(rates):
         echo(line)
     return 1 if len(never) == len(tasks) else 0

@@ -285,6 +285,9 @@ def strength_line(strength: dict | None) -> str:
     if not isinstance(graded, int) or not isinstance(rejected, int):
         return ""
     line = f"; grader strength {rejected}/{graded} mutants rejected"
+    asked, available = strength.get("asked"), strength.get("available")
+    if isinstance(asked, int) and isinstance(available, int) and available < asked:
+        line += f" (the reference solution has {available} distinct mutant(s), {asked} asked)"
     if strength.get("not_graded"):
         line += f" ({len(strength['not_graded'])} not graded: infrastructure)"
     survivors = strength.get("survivors") or []

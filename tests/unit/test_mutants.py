@@ -122,3 +122,9 @@ def test_the_check_line_names_survivors_and_never_calls_an_unmeasured_grader_str
     assert "grader strength 3/5 mutants rejected" in line and "1 not graded" in line
     assert "SURVIVED" in line and "m01 constant a.py:3" in line and "m04 boolean a.py:9" in line
     assert "SURVIVED" not in strength_line({"graded": 4, "rejected": 4, "survivors": []})
+
+
+def test_the_check_line_says_when_fewer_mutants_exist_than_were_asked():
+    line = strength_line({"asked": 8, "available": 2, "graded": 2, "rejected": 2, "survivors": []})
+    assert "grader strength 2/2 mutants rejected (the reference solution has 2 distinct mutant(s), 8 asked)" in line
+    assert "distinct mutant" not in strength_line({"asked": 6, "available": 13, "graded": 6, "rejected": 6})
