@@ -214,10 +214,9 @@ def _tree(source: bytes) -> str | None:
         return None
 
 
-def generate(patch: str, files: dict[str, bytes], count: int, seed: str) -> list[Mutant]:
-    """Up to ``count`` mutants of the reference ``patch`` against the untouched ``files``: each parses and differs
-    from the reference in its syntax tree; drawn by ``seed``, in turn from each operator. ``ValueError`` when the
-    reference patch does not apply."""
+def candidates(patch: str, files: dict[str, bytes]) -> dict[str, list[Mutant]]:
+    """Every distinct mutant of the reference ``patch`` against the untouched ``files``, by operator (unnumbered):
+    each parses and differs from the reference in its syntax tree. ``ValueError`` when the patch does not apply."""
     patched = apply_patch(files, patch)
     lines = patch.split("\n")
     reference: dict[str, str | None] = {}
@@ -243,9 +242,15 @@ def generate(patch: str, files: dict[str, bytes], count: int, seed: str) -> list
             new_patch[added.index] = "+" + new
             by_operator[operator].append(Mutant("", operator, added.path, added.line, added.text, new,
                                                 "\n".join(new_patch)))
+    return by_operator
+
+
+def draw(found: dict[str, list[Mutant]], count: int, seed: str) -> list[Mutant]:
+    """Up to ``count`` of ``candidates``, drawn by ``seed``, in turn from each operator, numbered."""
+    by_operator = {op: list(found.get(op, [])) for op in OPERATORS}
     rng = random.Random(hashlib.sha256(seed.encode()).hexdigest())
-    for found in by_operator.values():
-        rng.shuffle(found)
+    for group in by_operator.values():
+        rng.shuffle(group)
     chosen: list[Mutant] = []
     while len(chosen) < count and any(by_operator.values()):
         for op in OPERATORS:
@@ -254,6 +259,11 @@ def generate(patch: str, files: dict[str, bytes], count: int, seed: str) -> list
     return [Mutant(f"m{i:02d}", m.operator, m.path, m.line, m.before, m.after, m.patch) for i, m in enumerate(chosen)]
 
 
+def generate(patch: str, files: dict[str, bytes], count: int, seed: str) -> list[Mutant]:
+    """Up to ``count`` mutants of the reference ``patch`` (``candidates``, then ``draw``)."""
+    return draw(candidates(patch, files), count, seed)
+
+
 def available(patch: str, files: dict[str, bytes]) -> int:
     """How many distinct mutants the reference patch has (every operator, every line)."""
-    return len(generate(patch, files, 10 ** 6, ""))
+    return sum(len(v) for v in candidates(patch, files).values())

@@ -76,7 +76,7 @@ from .store import RunPaths
 from .tasks import Task, git_env
 from .checkrecords import TaskCheck, record_path, reusable_check, save_check
 from .diagnosis import criterion_detail, log_cause, untouched_problems
-from .mutants import available as mutants_available, generate as generate_mutants
+from .mutants import candidates as mutant_candidates, draw as draw_mutants
 from .textsafe import printable
 from .trial import TrialSpec, run_trial
 
@@ -237,8 +237,8 @@ def grader_strength(task: Task, loaded: LoadedManifest, host: SandboxHost, image
         return {"asked": count, "skipped": "the reference solution is not a patch (a solution script is not mutated)"}
     patch = task.grader_path(sol).read_text(errors="surrogateescape")
     try:
-        made = generate_mutants(patch, files, count, task.id)
-        available = mutants_available(patch, files)
+        found = mutant_candidates(patch, files)  # made once: the draw and the count of what exists
+        made, available = draw_mutants(found, count, task.id), sum(len(v) for v in found.values())
     except ValueError as exc:
         return {"asked": count, "skipped": str(exc)}
     out: dict = {"asked": count, "available": available, "generated": len(made), "rejected": 0, "graded": 0,

@@ -57,6 +57,15 @@ def write_run(tmp_path, p_base, p_new, cost_new=0.1, blocking_fail=False, finish
     return paths
 
 
+def record_trial(store: Store, task: str, cand: str, r: int, accepted: bool, criteria: list[dict]) -> None:
+    """One finished trial of ``cand`` on ``task`` (replicate ``r``), accepted or rejected, with ``criteria``."""
+    store.record(TrialResult.from_dict({
+        "id": f"{task}/{cand}/{r}", "task": task, "candidate": cand, "replicate": r, "attempt": 1, "retries": 0,
+        "cost_usd": 0.1, "duration_s": 10.0, "usage": MEASURED,
+        "verdict": {"outcome": "accepted" if accepted else "rejected", "kind": None, "accepted": accepted,
+                    "reasons": [], "criteria": criteria, "grader_version": "g"}}), [])
+
+
 def decide(tmp_path, m, **kw):
     paths = write_run(tmp_path, **kw)
     report = build_report(paths, m, {t: "easy" for t in TASKS}, {t: t for t in TASKS}, len(TASKS) * 6)
@@ -266,11 +275,7 @@ def test_hacks_are_counted_both_ways(tmp_path):
                 crit = [{"name": "fail_to_pass", "critical": True, "passed": True, "evidence": {}},
                         {"name": "evaluator_tampering_attempts", "critical": False, "passed": not tampered,
                          "evidence": {}}]
-                store.record(TrialResult.from_dict({
-                    "id": f"{t}/{cand}/{r}", "task": t, "candidate": cand, "replicate": r, "attempt": 1, "retries": 0,
-                    "cost_usd": 0.1, "duration_s": 10.0, "usage": MEASURED,
-                    "verdict": {"outcome": "accepted", "kind": None, "accepted": True, "reasons": [], "criteria": crit,
-                                "grader_version": "g"}}), [])
+                record_trial(store, t, cand, r, True, crit)
     store.close()
     report = build_report(paths, manifest(), {t: "easy" for t in TASKS}, {t: t for t in TASKS}, len(TASKS) * 6)
     new, base = report["candidates"]["new"], report["candidates"]["base"]
@@ -298,11 +303,7 @@ def test_the_share_of_accepted_trials_near_the_reference_solution(tmp_path):
                 if t != "t29":  # a task whose reference solution is no patch: not measured
                     crit.append({"name": "near_identical_to_reference", "critical": False, "passed": not near,
                                  "evidence": {"similarity": 0.97 if near else 0.2, "threshold": 0.9}})
-                store.record(TrialResult.from_dict({
-                    "id": f"{t}/{cand}/{r}", "task": t, "candidate": cand, "replicate": r, "attempt": 1, "retries": 0,
-                    "cost_usd": 0.1, "duration_s": 10.0, "usage": MEASURED,
-                    "verdict": {"outcome": "accepted" if r < 2 else "rejected", "kind": None, "accepted": r < 2,
-                                "reasons": [], "criteria": crit, "grader_version": "g"}}), [])
+                record_trial(store, t, cand, r, r < 2, crit)
     store.close()
     report = build_report(paths, manifest(), {t: "easy" for t in TASKS}, {t: t for t in TASKS}, len(TASKS) * 6)
     near = report["candidates"]["new"]["near_identical"]
@@ -332,11 +333,7 @@ def test_suspect_tasks_are_listed_and_left_out_only_as_declared(tmp_path):
         for t in TASKS:
             for cand in ("base", "new", "oracle"):
                 ok = cand == "oracle" or t >= "t03"  # t00-t02: nobody but the oracle
-                store.record(TrialResult.from_dict({
-                    "id": f"{t}/{cand}/0", "task": t, "candidate": cand, "replicate": 0, "attempt": 1, "retries": 0,
-                    "cost_usd": 0.1, "duration_s": 10.0, "usage": MEASURED,
-                    "verdict": {"outcome": "accepted" if ok else "rejected", "kind": None, "accepted": ok,
-                                "reasons": [], "criteria": [], "grader_version": "g"}}), [])
+                record_trial(store, t, cand, 0, ok, [])
         store.close()
         report = build_report(paths, _scripted_manifest(exclude), {t: "easy" for t in TASKS}, {t: t for t in TASKS},
                               len(TASKS) * 3)
