@@ -16,6 +16,7 @@ import random
 import re
 import secrets
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 
 from ..tasks import Task
@@ -142,6 +143,20 @@ def _scope_of(module: ast.Module, classes: list[str]) -> list[ast.stmt] | None:
 
 def _test_defs(body: list[ast.stmt]) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     return [n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")]
+
+
+def _identifiers(*texts: str | bytes) -> set[str]:
+    """Every word (a maximal run of word characters) of the texts: the names a drawn test name must not take. A
+    name used anywhere in a test file or another trusted file may be a method a class inherits (a mixin's test, in
+    this file or another), an imported helper or a name a test calls; a tripwire or a renamed test under it would
+    replace that test for pytest (a requested ``Sub::test_x`` inherited from ``Mixin`` would run the new one)."""
+    out: set[str] = set()
+    for text in texts:
+        out.update(WORD.findall(text.decode("utf-8", "replace") if isinstance(text, bytes) else text))
+    return out
+
+
+WORD = re.compile(r"\w+")
 
 
 def _draw_name(rng: random.Random, real: list[str], taken: set[str]) -> str:
@@ -313,14 +328,16 @@ def _place(rng: random.Random, defs: list, model) -> int:
 
 
 def _embed(rng: random.Random, source: bytes, file: str, requested: list[str],
-           failing: set[str] = frozenset()) -> tuple[bytes, str, tuple[str, ...], str, bool] | None:
+           failing: set[str] = frozenset(), avoid: set[str] = frozenset()
+           ) -> tuple[bytes, str, tuple[str, ...], str, bool] | None:
     """``source`` with a tripwire among its tests, in the scope (module or test class) of one requested node drawn
     at random, before one of that scope's tests drawn at random (or after the last), named from that scope's own
     test names. The tripwire is a copy of one of that scope's tests drawn at random (its decorators, signature and
     body: the same fixtures, parameters and calls into the code under test) whose last assertion compares with
     another constant, so it fails like its model would; where no test of the scope ends so, it compares two numbers
-    under a test's decorators and signature. None when the file cannot hold one (it does not parse, the scope is not
-    found, has no test, or the insertion would not parse)."""
+    under a test's decorators and signature. Its name is none of the file's words nor of ``avoid`` (``_identifiers``).
+    None when the file cannot hold one (it does not parse, the scope is not found, has no test, or the insertion
+    would not parse)."""
     try:
         text = source.decode("utf-8")
         module = parse(text)
@@ -342,8 +359,7 @@ def _embed(rng: random.Random, source: bytes, file: str, requested: list[str],
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += nl
-    taken = {n.name for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    name = _draw_name(rng, [d.name for d in defs], taken)
+    name = _draw_name(rng, [d.name for d in defs], _identifiers(text) | set(avoid))
     wanted = {n.split("[", 1)[0].split("::")[-1] for n in requested if n.split("[", 1)[0].split("::")[1:-1] == classes}
     models = rng.sample([d for d in defs if d.name in wanted], len([d for d in defs if d.name in wanted]))
     # a fail-to-pass model first (see above), then one that takes no fixture: its copy shares no fixture's state
@@ -387,13 +403,16 @@ set by name in a conftest): its file's tests keep their names."""
 
 
 def _renamed(rng: random.Random, data: bytes, file: str, requested: list[str],
-             wire: str, trusted: dict[str, bytes] | None = None) -> tuple[bytes, dict[str, str]]:
+             wire: str, trusted: dict[str, bytes] | None = None, avoid: set[str] = frozenset()
+             ) -> tuple[bytes, dict[str, str]]:
     """``data`` with each requested test function renamed to a name drawn like the tripwire's (from its scope's own
     tokens), so the names an agent saw in the repository or a published grader folder name none of the tests the
     grader runs; ``{old node: new node}`` (without parameters). A test whose name occurs anywhere else in the file
     (called, aliased, named in a string) or in any other trusted file or file name keeps its name, as does a method of
     a class another class derives from (its subclass's node would name a method no longer there); so do all of them
-    where a trusted file reads test names (``NAME_READERS``)."""
+    where a trusted file reads test names (``NAME_READERS``). A drawn name is none of the words of this file or any
+    trusted file, nor of ``avoid`` (``_tripwires`` passes the requested tests' names and every word of the trusted
+    files), nor one drawn before (``_identifiers``)."""
     others = {p: b for p, b in (trusted or {}).items() if p != file}
     if any(w in b for b in [data, *others.values()] for w in NAME_READERS):
         return data, {}
@@ -406,6 +425,8 @@ def _renamed(rng: random.Random, data: bytes, file: str, requested: list[str],
     mapping: dict[str, str] = {}
     drawn = {wire.split("::")[-1]}
     derived_from = {name for names in bases_named({file: data, **others}).values() for name in names}
+    counts = Counter(WORD.findall(text))  # how often each name occurs in the file (once: only its definition)
+    words = set(counts) | set(avoid)
     for node in dict.fromkeys(n.split("[", 1)[0] for n in requested):
         parts = node.split("::")[1:]
         if not parts or (len(parts) > 1 and parts[-2] in derived_from):
@@ -413,11 +434,9 @@ def _renamed(rng: random.Random, data: bytes, file: str, requested: list[str],
         scope = _scope_of(module, parts[:-1])
         name = parts[-1]
         defs = [d for d in _test_defs(scope or []) if d.name == name]
-        if len(defs) != 1 or len(re.findall(rf"(?<!\w){re.escape(name)}(?!\w)", text)) != 1 or \
-                any(name.encode() in b or name in p for p, b in others.items()):
+        if len(defs) != 1 or counts[name] != 1 or any(name.encode() in b or name in p for p, b in others.items()):
             continue
-        taken = {n.name for n in scope or [] if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-        new = _draw_name(rng, [d.name for d in _test_defs(scope or [])], taken | drawn)
+        new = _draw_name(rng, [d.name for d in _test_defs(scope or [])], words | drawn)
         line = lines[defs[0].lineno - 1]
         changed = re.sub(rf"\bdef\s+{re.escape(name)}\b", f"def {new}", line, count=1)
         if changed == line:
@@ -587,17 +606,19 @@ def _tripwires(files: list[str], nodes: list[str], trusted: dict[str, bytes],
     on the host. A file that cannot hold one (it does not parse, it is not
     Python) gets it in a file of its own beside it, named from the group's file name and its tests' tokens."""
     rng = random.Random(secrets.randbits(64))
+    # no drawn name is a requested test's name (inherited or not) or any word of a trusted file (``_identifiers``)
+    avoid = {n.split("[", 1)[0].split("::")[-1] for n in nodes} | _identifiers(*trusted.values())
     out: dict[str, bytes] = {}
     wires: list[Tripwire] = []
     names: dict[str, str] = {}
     for file in files:
         requested = [n for n in nodes if posixpath.normpath(n.split("::", 1)[0]) == file]
         source = trusted.get(file)
-        embedded = _embed(rng, source, file, requested, failing) if source is not None and file.endswith(".py") \
-            else None
+        embedded = _embed(rng, source, file, requested, failing, avoid) \
+            if source is not None and file.endswith(".py") else None
         if embedded is not None:
             data, node, shows, model, after = embedded
-            out[file], mapping = _renamed(rng, data, file, requested, node, trusted)
+            out[file], mapping = _renamed(rng, data, file, requested, node, trusted, avoid)
             names.update(mapping)
             wires.append(Tripwire(node, file, shows, True, model, after))
             continue

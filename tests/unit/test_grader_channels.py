@@ -105,6 +105,60 @@ def test_a_test_named_elsewhere_in_its_file_keeps_its_name():
     assert f"{FILE}::test_ascii_words" not in mapping and f"{FILE}::test_separator_kept" in mapping
 
 
+MIXED = b'''import unittest
+
+
+class OrderMixin:
+    def test_left_right(self):
+        assert [1, 2] == [1, 2]
+
+    def test_right_top(self):
+        assert sorted([2, 1]) == [1, 2]
+
+
+class OrderTests(OrderMixin, unittest.TestCase):
+    def test_left_top(self):
+        self.assertEqual(min(3, 4), 3)
+
+    def test_top_right(self):
+        self.assertEqual(max(3, 4), 4)
+
+    def test_top_left(self):
+        self.assertEqual(abs(-3), 3)
+'''
+MIXED_NODES = [f"{FILE}::OrderTests::{n}" for n in
+               ("test_left_right", "test_right_top", "test_left_top", "test_top_right", "test_top_left")]
+
+
+def test_no_drawn_name_takes_the_name_of_a_test_the_class_inherits():
+    # found on a real upstream test file (a mixin's tests inherited by a TestCase): the tripwire and the renamed
+    # tests are named from the class's own tokens (left, right, top), whose pairs include the inherited tests'
+    # names; one drawn so would replace the inherited test for pytest, and the requested node would run another test
+    for seed in range(150):
+        files, wires, names = C._tripwires([FILE], MIXED_NODES, {FILE: MIXED}, set())
+        module = parse(files[FILE].decode())
+        order = next(n for n in module.body if getattr(n, "name", "") == "OrderTests")
+        own = [n.name for n in order.body if getattr(n, "name", "").startswith("test")]
+        assert "test_left_right" not in own and "test_right_top" not in own
+        assert len(own) == len(set(own)) == 4  # three own tests, renamed or not, and the tripwire
+        assert wires[0].node not in MIXED_NODES
+        for old, new in names.items():
+            assert new not in MIXED_NODES
+            assert old.split("::")[-1] not in ("test_left_right", "test_right_top")  # inherited: not renamed here
+
+
+def test_no_drawn_name_takes_a_name_used_in_another_trusted_file():
+    # the mixin in a file of its own (imported): its tests' names are words of a trusted file
+    mixin = b"class OrderMixin:\n    def test_left_right(self):\n        pass\n\n    def test_right_top(self):\n        pass\n"
+    source = MIXED.replace(MIXED[MIXED.index(b"class OrderMixin"):MIXED.index(b"class OrderTests")],
+                           b"").replace(b"import unittest\n", b"import unittest\n\nfrom tests.mixins import OrderMixin\n")
+    nodes = [n for n in MIXED_NODES if "left_right" not in n and "right_top" not in n]
+    for seed in range(150):
+        files, wires, names = C._tripwires([FILE], nodes, {FILE: source, "tests/mixins.py": mixin}, set())
+        drawn = {wires[0].node.split("::")[-1], *(n.split("::")[-1] for n in names.values())}
+        assert not drawn & {"test_left_right", "test_right_top"}
+
+
 def test_composition_counts_a_tripwire_file_as_restored_only_when_the_agent_changed_it():
     from orchestrator.grading.tree import Tree
     original = Tree(files={FILE: MODULE, "textkit/__init__.py": b""}, executable=set(), symlinks={}, dirs={"tests", "textkit"})
