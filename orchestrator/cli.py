@@ -120,7 +120,8 @@ def cmd_gc(args: argparse.Namespace) -> int:
     from .settings import load_settings
 
     res = collect_garbage(connect_engine(), load_settings(), everything=args.all)
-    print(f"removed {len(res.containers)} container(s), {len(res.volumes)} volume(s), {len(res.disks)} disk(s)")
+    print(f"removed {len(res.containers)} container(s), {len(res.volumes)} volume(s), {len(res.disks)} disk(s)"
+          + (f", {len(res.copies)} folder(s) of copied mounts" if res.copies else ""))
     return 0
 
 

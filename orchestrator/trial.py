@@ -107,7 +107,7 @@ def sandbox_spec(spec: TrialSpec) -> SandboxSpec:
         cpu_limit=env.cpu_limit, cpu_reservation=env.cpu_reservation, memory_limit_mb=env.memory_limit_mb,
         memory_reservation_mb=env.memory_reservation_mb, pids_limit=env.pids_limit, disk_limit_mb=env.disk_limit_mb,
         network="none", runtime=env.runtime, workdir=spec.task.config.workdir, home=home_for(spec.task.config.workdir),
-        mounts=solution_mount(spec))
+        copied_mounts=solution_mount(spec))
 
 
 def grader_labels(spec: TrialSpec) -> tuple[str, dict[str, str]]:
@@ -116,7 +116,9 @@ def grader_labels(spec: TrialSpec) -> tuple[str, dict[str, str]]:
 
 
 def solution_mount(spec: TrialSpec) -> tuple[tuple[str, str], ...]:
-    """The oracle of a script-graded task gets the solution folder, read-only, in its own sandbox only."""
+    """The oracle of a script-graded task gets the solution folder, read-only, in its own sandbox only: a copy of
+    its own (``SandboxSpec.copied_mounts``), so a folder closed to others on the host still reads as the sandbox's
+    uid, and nothing the sandbox does to it (a lock) is seen elsewhere."""
     g = spec.task.grader
     if spec.candidate.agent != "oracle" or not g.solution_is_script or g.solution is None:
         return ()

@@ -8,7 +8,10 @@ limit, network mode ``none`` unless asked otherwise, a non-root user,
 init as PID 1, and trialbox labels naming run, trial, attempt and the owning
 process. The only writable paths are the workspace (an ext4 loop disk of
 ``disk_limit_mb``), ``/tmp`` and ``$HOME`` (tmpfs of ``tmp_limit_mb``, counted as
-memory) and ``/dev/shm`` (64 MiB tmpfs).
+memory) and ``/dev/shm`` (64 MiB tmpfs). The engine's masked paths are kept and
+host-wide counts that another container could read are masked too
+(``HOST_COUNT_PATHS``); the container is made through the engine's API directly,
+since docker-py has no argument for ``MaskedPaths``.
 
 Its commands are ``dockerexec.DockerExec``'s, its files ``dockerfiles.DockerFiles``'.
 """
@@ -44,6 +47,24 @@ from .hostuids import UidLease, account_mounts, image_accounts, keep_lease, leas
 from .meter import Meter, Usage
 
 GVISOR_THREAD_HEADROOM = 512
+ENGINE_MASKED_PATHS = ("/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+                       "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware",
+                       "/sys/devices/virtual/powercap")
+"""What the engine masks in every container when it is not told otherwise (moby's defaults; the last one since
+Docker 25). Giving ``MaskedPaths`` replaces that list, so it is kept whole; a test checks it against this engine."""
+HOST_COUNT_PATHS = ("/proc/sys/fs/aio-nr", "/proc/sys/kernel/pty/nr", "/proc/sys/fs/file-nr", "/proc/sys/fs/inode-nr",
+                    "/proc/sys/fs/inode-state", "/proc/sys/fs/dentry-state", "/proc/diskstats", "/proc/partitions",
+                    "/sys/block", "/sys/devices/virtual/block", "/sys/class/block", "/sys/dev/block",
+                    "/sys/fs/ext4", "/proc/fs/ext4", "/proc/fs/jbd2")
+"""Host-wide counts that unprivileged code moves by exact amounts of its choosing and every runc container can
+read: AIO events, pseudo-terminals, open files, inodes and dentries, and each loop device's name (its backing file
+names the other trials' sandboxes), I/O counters and its file system's free blocks and journal (``/sys/fs/ext4``,
+``/proc/fs/ext4``, ``/proc/fs/jbd2`` name every mounted workspace disk). One container writing them and another
+reading them is a channel between trials (a grader's code under test sending the held-out tests' inputs to an
+agent beside it), so they read as empty files and folders (the engine's masking: ``/dev/null`` and an empty read-only tmpfs). gVisor
+(``runsc``) has no such files. Host-wide figures that move with everything on the host (``/proc/stat``,
+``/proc/loadavg``, ``/proc/meminfo``) stay: tools need them, and only ``runsc`` gives a container its own."""
+MASKED_PATHS = ENGINE_MASKED_PATHS + HOST_COUNT_PATHS
 log = get_logger("sandbox")
 
 
@@ -155,23 +176,27 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
             # RLIMIT_NPROC, which gVisor enforces inside (its user is alone there).
             pids = s.pids_limit + GVISOR_THREAD_HEADROOM
             ulimits = [docker.types.Ulimit(name="nproc", soft=s.pids_limit, hard=s.pids_limit)]
+        api = self.client.api
+        host_config = api.create_host_config(
+            nano_cpus=int(s.cpu_limit * 1e9), cpu_shares=max(2, int(s.cpu_reservation * 1024)),
+            mem_limit=mem, memswap_limit=mem, mem_reservation=s.memory_reservation_mb * 1024 * 1024,
+            pids_limit=pids, ulimits=ulimits, network_mode=s.network, runtime=s.runtime,
+            cap_drop=["ALL"], security_opt=["no-new-privileges"], read_only=True, init=True,
+            shm_size="64m", tmpfs={"/tmp": tmpfs_opts, s.home: tmpfs_opts, **{d: tmpfs_opts for d in s.scratch_dirs}},
+            # no_copy: the workspace is exactly its seed, never merged with what the image has at that path
+            mounts=[docker.types.Mount(s.workdir, self.volume.name, type="volume", no_copy=True),
+                    *(docker.types.Mount(target, source, type="bind", read_only=True)
+                      for source, target in (*s.mounts, *copies, *accounts))],
+            # PID 1's output goes nowhere: the agent can write to /proc/1/fd/1, and an engine log on
+            # the host would bypass the disk limit and fill the disk other trials' workspaces sit on
+            log_config=docker.types.LogConfig(type="none"))
+        host_config["MaskedPaths"] = list(MASKED_PATHS)  # docker-py has no argument for it; the engine's API has
         with self._image_there(), docker_errors(s.name):  # removed since the check above: the same refusal
-            self.container = self.client.containers.create(
+            made = api.create_container(
                 s.image_id, command=["sleep", "infinity"], name=s.name, labels=self.labels(),
                 user=s.init_user or s.user, working_dir=s.workdir, environment={"HOME": s.home, **s.env},
-                nano_cpus=int(s.cpu_limit * 1e9), cpu_shares=max(2, int(s.cpu_reservation * 1024)),
-                mem_limit=mem, memswap_limit=mem, mem_reservation=s.memory_reservation_mb * 1024 * 1024,
-                pids_limit=pids, ulimits=ulimits, network_mode=s.network, runtime=s.runtime,
-                cap_drop=["ALL"], security_opt=["no-new-privileges"], read_only=True, init=True,
-                shm_size="64m", tmpfs={"/tmp": tmpfs_opts, s.home: tmpfs_opts, **{d: tmpfs_opts for d in s.scratch_dirs}},
-                # no_copy: the workspace is exactly its seed, never merged with what the image has at that path
-                mounts=[docker.types.Mount(s.workdir, self.volume.name, type="volume", no_copy=True),
-                        *(docker.types.Mount(target, source, type="bind", read_only=True)
-                          for source, target in (*s.mounts, *copies, *accounts))],
-                # PID 1's output goes nowhere: the agent can write to /proc/1/fd/1, and an engine log on
-                # the host would bypass the disk limit and fill the disk other trials' workspaces sit on
-                log_config=docker.types.LogConfig(type="none"),
-                detach=True, stdin_open=False, tty=False)
+                host_config=host_config, detach=True, stdin_open=False, tty=False)
+            self.container = self.client.containers.get(made["Id"])
 
     def _copies_dir(self) -> Path:
         return load_settings().state_dir / "mounts" / self.spec.name
@@ -182,6 +207,8 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
             return ()
         out = []
         try:
+            self._copies_dir().mkdir(parents=True, exist_ok=True)  # its owner first: gc removes a dead owner's
+            (self._copies_dir() / "owner").write_text(owner_label())
             for i, (source, target) in enumerate(self.spec.copied_mounts):
                 dest = self._copies_dir() / str(i)
                 shutil.rmtree(dest, ignore_errors=True)
@@ -227,7 +254,7 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
         hc = self.container.attrs["HostConfig"]
         keep = ("NanoCpus", "CpuShares", "Memory", "MemorySwap", "MemoryReservation", "PidsLimit",
                 "NetworkMode", "Runtime", "ReadonlyRootfs", "CapDrop", "SecurityOpt", "Tmpfs", "ShmSize",
-                "Init", "Mounts", "Ulimits", "LogConfig")
+                "Init", "Mounts", "Ulimits", "LogConfig", "MaskedPaths")
         self.info = SandboxInfo(self.container.id, s.name, s.image_id, hc.get("Runtime", ""),
                                 {k: hc.get(k) for k in keep})
         log.info("sandbox started", sandbox=s.name, image_id=s.image_id, runtime=self.info.runtime)

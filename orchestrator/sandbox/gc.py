@@ -1,8 +1,9 @@
 """Removing what crashed runs left behind, and nothing else.
 
 Every container, volume and disk trialbox creates carries its owner
-(``host:pid:start-time`` of the creating process). ``collect_garbage`` removes
-those whose owner process no longer exists on this host; with ``everything``
+(``host:pid:start-time`` of the creating process), and so does each folder of a
+sandbox's copied mounts. ``collect_garbage`` removes those whose owner process
+no longer exists on this host; with ``everything``
 it removes every trialbox-labelled resource. Unlabelled resources are never
 touched; resources owned by another host are left alone.
 """
@@ -10,7 +11,9 @@ touched; resources owned by another host are left alone.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +37,32 @@ class GcResult:
     containers: list[str] = field(default_factory=list)
     volumes: list[str] = field(default_factory=list)
     disks: list[str] = field(default_factory=list)
+    copies: list[str] = field(default_factory=list)
+    """Folders of a sandbox's copied mounts (``SandboxSpec.copied_mounts``) whose owner is gone."""
+
+
+COPIES_GRACE_S = 120
+"""A copies folder without its owner file is left this long: its maker may be between making it and writing it."""
+
+
+def _copies(root: Path, everything: bool) -> list[str]:
+    """Remove ``root``'s folders (one per sandbox: ``DockerSandbox._copy_mounts``) whose owner process is gone."""
+    removed = []
+    if not root.is_dir():
+        return removed
+    for folder in sorted(root.iterdir()):
+        owner_file = folder / "owner"
+        try:
+            owner = owner_file.read_text().strip() if owner_file.exists() else None
+            young = owner is None and time.time() - folder.stat().st_mtime < COPIES_GRACE_S
+        except OSError:
+            continue
+        if not everything and (young or (owner is not None and owner_alive(owner))):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            removed.append(folder.name)
+    return removed
 
 
 def owner_alive(owner: str | None) -> bool:
@@ -117,11 +146,12 @@ def collect_garbage(client: docker.DockerClient, settings: Settings, everything:
                 view.rmdir()
             except OSError:
                 pass  # not empty: not a mount point of trialbox's
+    result.copies += _copies(settings.state_dir / "mounts", everything)
     if everything:
         for golden in sorted((settings.state_dir / "golden").glob("*.img")):
             golden.unlink(missing_ok=True)  # a cache: rebuilt on demand
             result.disks.append(golden.name)
-    if result.containers or result.volumes or result.disks:
+    if result.containers or result.volumes or result.disks or result.copies:
         log.info("garbage collected", containers=len(result.containers), volumes=len(result.volumes),
-                 disks=len(result.disks))
+                 disks=len(result.disks), copies=len(result.copies))
     return result
