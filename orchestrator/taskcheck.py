@@ -162,7 +162,8 @@ def check_task(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: 
     problems += _image_leaks(sandboxes, image_id, held, answer)
     g = task.grader
     nodes = g.fail_to_pass + g.pass_to_pass
-    limits = GraderLimits(memory_limit_mb=loaded.manifest.environment.memory_limit_mb)
+    limits = GraderLimits(memory_limit_mb=loaded.manifest.environment.memory_limit_mb,
+                          runtime=loaded.manifest.environment.runtime)
     if g.kind == "script":
         runs = [run_script(sandboxes, image_id, original, task, limits, "tb-taskcheck") for _ in range(2)]
     else:

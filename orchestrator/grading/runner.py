@@ -81,10 +81,14 @@ class GraderLimits:
     disk_limit_mb: int = 1024
     timeout_s: float = 600.0
     test_timeout_s: float = 60.0
+    runtime: str = "runc"
+    """The engine runtime of the grader: the trial's own (``for_environment``). Under ``runsc`` the code under test
+    in the grader has gVisor's kernel, so it cannot move the host-wide figures a runc container reads (the
+    thirteenth review: socket counts, locked pages, identifiers drawn from host-wide counters)."""
 
     @classmethod
     def for_environment(cls, env) -> "GraderLimits":
-        return cls(cpu_reservation=min(env.cpu_reservation, cls.cpu_limit),
+        return cls(cpu_reservation=min(env.cpu_reservation, cls.cpu_limit), runtime=getattr(env, "runtime", "runc"),
                    memory_reservation_mb=min(env.memory_reservation_mb, cls.memory_limit_mb),
                    # twice the agent's disk (blocks and, on ext4, inodes): its workspace alone cannot fill the
                    # grader's, whatever it left, beside the tests and the grader's own files
@@ -182,7 +186,8 @@ def grader_spec(image_id: str, task: Task, limits: GraderLimits, name: str,
     return SandboxSpec(image_id=image_id, name=f"{name}-{uuid.uuid4().hex[:6]}", cpu_limit=limits.cpu_limit,
                        cpu_reservation=limits.cpu_reservation, memory_limit_mb=limits.memory_limit_mb,
                        memory_reservation_mb=limits.memory_reservation_mb, pids_limit=limits.pids_limit,
-                       disk_limit_mb=limits.disk_limit_mb, network="none", copied_mounts=((str(TOOLS), TOOLS_MOUNT),),
+                       disk_limit_mb=limits.disk_limit_mb, network="none", runtime=limits.runtime,
+                       copied_mounts=((str(TOOLS), TOOLS_MOUNT),),
                        env=task.runtime.sandbox_env(), labels={**(labels or {}), ROLE_LABEL: "grader"},
                        workspace_owner="0:0", init_user="0:0")
 
@@ -247,6 +252,9 @@ mapfile -d '' -t args < "$1" || exit 3  # NUL-separated, from a file of root's: 
 set -- "${args[@]}"
 uid=$1; shift; n=$1; shift
 me=$$
+# owner:mode of a path, its link not followed. coreutils' stat asks with statx, which gVisor (runsc) as Debian 12
+# ships refuses (EINVAL); find asks with fstatat
+owner_mode() { stat -c %u:%a -- "$1" 2>/dev/null || find "./$1" -maxdepth 0 -printf '%U:%m' 2>/dev/null; }
 for d in /proc/[0-9]*; do
   p=${d#/proc/}; [ "$p" = "$me" ] && continue
   st=""; ids=""; th=1
@@ -263,13 +271,13 @@ i=0
 while [ "$i" -lt "$n" ]; do
   f=$1; shift; i=$((i + 1))
   if [ -f "$f" ] && [ ! -L "$f" ] && sum=$(sha256sum < "$f"); then
-    printf 'file %s %s %s\n' "$(stat -c %u:%a -- "$f")" "${sum%% *}" "$f"
+    printf 'file %s %s %s\n' "$(owner_mode "$f")" "${sum%% *}" "$f"
   else
     printf 'missing %s\n' "$f"
   fi
 done
 for d in "$@"; do
-  printf 'folder %s %s\n' "$(stat -c %u:%a -- "$d" 2>/dev/null || echo gone)" "$d"
+  printf 'folder %s %s\n' "$(owner_mode "$d" || echo gone)" "$d"
   for e in "$d"/* "$d"/.[!.]* "$d"/..?*; do
     [ -e "$e" ] || [ -L "$e" ] || continue
     case "$e" in *$'\n'*) continue ;; esac

@@ -390,7 +390,8 @@ def script_grader_spec(image_id: str, task: Task, limits: GraderLimits, name: st
     return SandboxSpec(image_id=image_id, name=f"{name}-{uuid.uuid4().hex[:6]}", cpu_limit=limits.cpu_limit,
                        cpu_reservation=limits.cpu_reservation, memory_limit_mb=limits.memory_limit_mb,
                        memory_reservation_mb=limits.memory_reservation_mb, pids_limit=limits.pids_limit,
-                       disk_limit_mb=limits.disk_limit_mb, network="none", workdir=workdir, home=home_for(workdir),
+                       disk_limit_mb=limits.disk_limit_mb, network="none", runtime=limits.runtime, workdir=workdir,
+                       home=home_for(workdir),
                        # copies of its own: no file of them is another grader's (a lock on one is seen by all)
                        copied_mounts=((str(task.grader_path(g.tests).resolve()), g.tests_mount),  # type: ignore[arg-type]
                                       (str(TOOLS), TOOLS_MOUNT)),
@@ -492,7 +493,10 @@ def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task,
             sandbox.start()
             sandbox.copy_in(tree.to_tar(None, *uid_gid(sandbox.spec.user)), workdir)
             # what the reward folder holds before the script (nothing)
-            found = sandbox.exec(["sh", "-c", 'ls -A -- "$1" | wc -l', "sh", g.reward_dir], timeout=30,
+            # find, not ls: ls stats its argument with statx, which gVisor as Debian 12 ships refuses (and ls's
+            # error would read as an empty folder); one x per entry, whatever its name holds
+            found = sandbox.exec(["sh", "-c", 'find "$1" -mindepth 1 -maxdepth 1 -printf x | wc -c', "sh",
+                                  g.reward_dir], timeout=30,
                                  env={"PATH": SYSTEM_PATH}).text().strip()
             if not found.isdigit():
                 raise GraderInfraError("grader_setup", f"the reward folder {g.reward_dir} could not be checked "

@@ -68,8 +68,9 @@ agent beside it), so they read as empty files and folders (the engine's masking:
 (``/proc/stat``, ``/proc/loadavg``, ``/proc/meminfo`` with its exact ``Committed_AS``, ``/proc/vmstat`` with exact
 counts of locked and pinned pages), ``/proc/net`` cannot be masked (the engine's mount over it does not hold), and
 identifiers drawn from host-wide counters (socket cookies, inode numbers of pipes and memfds, eventfd ids) reach a
-container through its own objects. Only ``runsc`` on both sides, or a machine per trial, closes those (README,
-threat model: the thirteenth review)."""
+container through its own objects. Only ``runsc`` (a run under it runs its graders under it too:
+``GraderLimits.for_environment``), or a machine per trial, closes those (README, threat model: the thirteenth
+review)."""
 MASKED_PATHS = ENGINE_MASKED_PATHS + HOST_COUNT_PATHS
 log = get_logger("sandbox")
 

@@ -83,7 +83,7 @@ def _read_int(sandbox, path: str) -> int | None:
 
 
 def receivers(finding: str):
-    """The receiver stands for an agent's sandbox (the manifest's runtime); the sender for a grader (always runc:
+    """The receiver stands for an agent's sandbox (the manifest's runtime); the sender for a grader (runc at the review:
     ``runner.grader_spec`` names no runtime), or another runc trial. Seen at the review: a runc receiver read the
     count (``finding``), a runsc one cannot read it at all (gVisor's own /proc and /sys). Fixed since: a runc
     container has these files masked (``docker.HOST_COUNT_PATHS``)."""

@@ -26,8 +26,8 @@ What did not leak: SysV IPC and POSIX queues (per namespace), POSIX and flock lo
 ``/proc/sys`` beyond what is masked, ``/proc/key-users`` (``add_key`` is refused by the engine's seccomp profile).
 
 The class is the kernel's shared state. Masking files closes the exact counters found so far, not the class:
-``runtime: runsc`` (gVisor, its own kernel for the container) closes it on the agent's side, and graders run under
-runc (``runner.grader_spec``). The tests below are the reviewer's attacks on the engine, as the lead wrote them
+``runtime: runsc`` (gVisor, its own kernel for the container) closes it, and since this review a run under runsc
+grades under runsc too (``GraderLimits.for_environment``; under runc it stays open). The tests below are the reviewer's attacks on the engine, as the lead wrote them
 from its report: the one fixed passes, the open ones are xfail, not strict where host noise can blur a count.
 """
 
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.docker.test_threats import setup  # noqa: F401 - a fixture
 from tests.docker.test_threats_review12 import _bg, _stop_bg, _wait_file
 
 LOCKS = ("import fcntl, os, struct, sys, time\n"
@@ -129,3 +130,49 @@ def test_one_trials_sockets_are_not_counted_in_another(make_sandbox, receiver_ru
     print(f"TCP alloc in the receiver's /proc/net/sockstat: {before} before, {during} while the sender held {held}")
     assert held == "37"
     assert before is None or during is None or during - before != 37, "the receiver counted the sender's sockets"
+
+
+def _runsc_trial(setup, client, tmp_path, steps):
+    """A trial of ``textkit-slug-unicode`` with ``environment.runtime: runsc``, graded as a run grades it."""
+    import uuid
+
+    import yaml
+
+    from orchestrator.agents import BudgetLimits
+    from orchestrator.grading.runner import GraderLimits
+    from orchestrator.manifest import ScriptCandidate
+    from orchestrator.sandbox.docker import docker_host
+    from orchestrator.store import RunPaths
+    from orchestrator.trial import TrialSpec, run_trial
+
+    loaded, tasks, image_id = setup
+    script = tmp_path / f"script-{uuid.uuid4().hex[:6]}.yaml"
+    script.write_text(yaml.safe_dump({"steps": steps}))
+    env = loaded.manifest.environment.model_copy(update={"runtime": "runsc"})
+    spec = TrialSpec(f"textkit-slug-unicode/gvisor/{uuid.uuid4().hex[:6]}", "threats", tasks["textkit-slug-unicode"],
+                     ScriptCandidate(name="gvisor", agent="script", script=script), 0, image_id, env,
+                     BudgetLimits(deadline_seconds=180))
+    return run_trial(spec, loaded, docker_host(client), RunPaths(tmp_path / "run"),
+                     grader_limits=GraderLimits.for_environment(env)).to_dict()
+
+
+def test_with_runsc_the_grader_runs_under_runsc_too(setup, client, tmp_path):
+    """The structural answer to this review on the grader's side: a run whose environment names ``runsc`` grades
+    under ``runsc`` as well (``GraderLimits.for_environment``), and grading still tells a fix from no fix. Found on
+    the way: gVisor as Debian 12 ships refuses coreutils' ``statx``, and the grader's checks as root had read every
+    trusted file's owner through ``stat`` (every fix rejected on ``grader_integrity``); they fall back to ``find``."""
+    from orchestrator.grading.runner import GraderLimits, grader_spec
+
+    from tests.docker.test_threats import FIX, SUBMIT
+
+    loaded, tasks, image_id = setup
+    env = loaded.manifest.environment.model_copy(update={"runtime": "runsc"})
+    assert grader_spec(image_id, tasks["textkit-slug-unicode"], GraderLimits.for_environment(env),
+                       "tb-x").runtime == "runsc"
+    fixed = _runsc_trial(setup, client, tmp_path, FIX + SUBMIT)
+    untouched = _runsc_trial(setup, client, tmp_path, SUBMIT)
+    print("under runsc:", fixed["verdict"]["outcome"], fixed["verdict"]["reasons"], "/",
+          untouched["verdict"]["outcome"], untouched["verdict"]["reasons"])
+    assert fixed["verdict"]["outcome"] == "accepted", fixed["verdict"]["reasons"]
+    assert untouched["verdict"]["outcome"] == "rejected", untouched["verdict"]["reasons"]
+    assert "grader_integrity" not in untouched["verdict"]["reasons"], untouched["verdict"]["reasons"]

@@ -62,11 +62,17 @@ class FakeClient:
     """What ``DockerSandbox`` asks of docker-py, with the engine's answers scripted."""
 
     def __init__(self, image_error=None, create_error=None, start_error=None) -> None:
-        self.api = SimpleNamespace(api_version="1.41")
+        # the engine's API as DockerSandbox calls it (create_host_config, create_container, then containers.get)
+        self.api = SimpleNamespace(api_version="1.41", create_host_config=lambda **kw: dict(kw),
+                                   create_container=self._create_container)
         self.image_error, self.create_error, self.start_error = image_error, create_error, start_error
         self.images = SimpleNamespace(get=self._get)
-        self.containers = SimpleNamespace(create=self._create)
+        self.containers = SimpleNamespace(create=self._create, get=lambda cid: self.made[int(cid)])
         self.made: list[FakeContainer] = []
+
+    def _create_container(self, image_id, **kw):
+        self._create(image_id, **kw)
+        return {"Id": str(len(self.made) - 1)}
 
     def _get(self, image_id):
         if self.image_error is not None:
