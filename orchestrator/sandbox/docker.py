@@ -56,21 +56,20 @@ HOST_COUNT_PATHS = ("/proc/sys/fs/aio-nr", "/proc/sys/kernel/pty/nr", "/proc/sys
                     "/proc/sys/fs/inode-state", "/proc/sys/fs/dentry-state", "/proc/diskstats", "/proc/partitions",
                     "/sys/block", "/sys/devices/virtual/block", "/sys/class/block", "/sys/dev/block",
                     "/sys/fs/ext4", "/proc/fs/ext4", "/proc/fs/jbd2", "/proc/locks")
-"""Host-wide counts that unprivileged code moves by exact amounts of its choosing and every runc container can
-read: AIO events, pseudo-terminals, open files, inodes and dentries, and each loop device's name (its backing file
-names the other trials' sandboxes), I/O counters and its file system's free blocks and journal (``/sys/fs/ext4``,
+"""Host-wide counts that unprivileged code moves by exact amounts of its choosing and every runc container can read:
+AIO events, pseudo-terminals, open files, inodes and dentries, and each loop device's name (its backing file names
+the other trials' sandboxes), I/O counters and its file system's free blocks and journal (``/sys/fs/ext4``,
 ``/proc/fs/ext4``, ``/proc/fs/jbd2`` name every mounted workspace disk), and ``/proc/locks``, where every
 container's open-file-description locks are listed with the byte ranges their takers chose (data, not only a count).
-One container writing them and another
-reading them is a channel between trials (a grader's code under test sending the held-out tests' inputs to an
-agent beside it), so they read as empty files and folders (the engine's masking: ``/dev/null`` and an empty read-only tmpfs). gVisor
-(``runsc``) has no such files. Masking cannot close the class: host-wide figures that tools need stay
-(``/proc/stat``, ``/proc/loadavg``, ``/proc/meminfo`` with its exact ``Committed_AS``, ``/proc/vmstat`` with exact
-counts of locked and pinned pages), ``/proc/net`` cannot be masked (the engine's mount over it does not hold), and
-identifiers drawn from host-wide counters (socket cookies, inode numbers of pipes and memfds, eventfd ids) reach a
-container through its own objects. Only ``runsc`` (a run under it runs its graders under it too:
-``GraderLimits.for_environment``), or a machine per trial, closes those (README, threat model: the thirteenth
-review)."""
+One container writing them and another reading them is a channel between trials (a grader's code under test sending
+the held-out tests' inputs to an agent beside it), so they read as empty files and folders (the engine's masking:
+``/dev/null`` and an empty read-only tmpfs). gVisor (``runsc``) has no such files. Masking cannot close the class:
+host-wide figures that tools need stay (``/proc/stat``, ``/proc/loadavg``, ``/proc/meminfo`` with its exact
+``Committed_AS``, ``/proc/vmstat`` with exact counts of locked and pinned pages), ``/proc/net`` cannot be masked
+(the engine's mount over it does not hold), and identifiers drawn from host-wide counters (socket cookies, inode
+numbers of pipes and memfds, eventfd ids) reach a container through its own objects. Only ``runsc`` (a run under it
+runs its graders under it too: ``GraderLimits.for_environment``), or a machine per trial, closes those (README,
+threat model: the thirteenth review)."""
 MASKED_PATHS = ENGINE_MASKED_PATHS + HOST_COUNT_PATHS
 log = get_logger("sandbox")
 
