@@ -72,6 +72,7 @@ from .sandbox.disks import workspace_filter
 from .sandbox.base import SandboxFactory, SandboxHost
 from .sandbox.docker import docker_host
 from .settings import load_settings
+from .report import INTEGRITY_CRITERIA
 from .store import RunPaths
 from .tasks import Task, git_env
 from .checkrecords import TaskCheck, record_path, reusable_check, save_check
@@ -243,7 +244,7 @@ def grader_strength(task: Task, loaded: LoadedManifest, host: SandboxHost, image
     except ValueError as exc:
         return {"asked": count, "skipped": str(exc)}
     out: dict = {"asked": count, "available": available, "generated": len(made), "rejected": 0, "graded": 0,
-                 "survivors": [], "not_graded": [], "by_operator": {}, "mutants": []}
+                 "survivors": [], "not_graded": [], "by_operator": {}, "mutants": [], "integrity": []}
     if not made:
         out.update(strength=None, seconds=round(time.monotonic() - t0, 3),
                    skipped="no line the reference solution adds in a Python file has a mutant that parses")
@@ -269,6 +270,9 @@ def grader_strength(task: Task, loaded: LoadedManifest, host: SandboxHost, image
         if outcome == "rejected":
             out["rejected"] += 1
             tally["rejected"] += 1
+            flagged = [name for name in failing if name in INTEGRITY_CRITERIA]
+            if flagged:  # a mutant of the reference touches no test nor grader file: not its own doing to explain
+                out["integrity"].append({"id": mutant.id, "failing": flagged})
         else:
             out["survivors"].append({**mutant.summary(), "diff": mutant.diff()})
     out["strength"] = round(out["rejected"] / out["graded"], 4) if out["graded"] else None
@@ -291,6 +295,12 @@ def strength_line(strength: dict | None) -> str:
         line += f" (the reference solution has {available} distinct mutant(s), {asked} asked)"
     if strength.get("not_graded"):
         line += f" ({len(strength['not_graded'])} not graded: infrastructure)"
+    odd = strength.get("integrity") or []
+    if odd:
+        line += ("; " + ", ".join(f"{o.get('id')} rejected on {'/'.join(o.get('failing') or [])}" for o in odd[:3])
+                 + (f" and {len(odd) - 3} more" if len(odd) > 3 else "")
+                 + " (a mutant of the reference touches no test: the grader's own fault, or the mutant's code reached"
+                   " the grader's state; read its trial)")
     survivors = strength.get("survivors") or []
     if survivors:
         shown = ", ".join(f"{s.get('id')} {s.get('operator')} {s.get('path')}:{s.get('line')}" for s in survivors[:3])
@@ -489,14 +499,22 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                     problems = [f"could not be checked: {exc.message}"]
                 except Exception as exc:  # trialbox's own defect on this task: its problem line, not the command's end
                     problems = [f"trialbox failed while checking it: {_raised(exc)}"]
-                if problems and (Path(tmp) / task.id).is_dir():  # the last failed check's trials are kept
+                strength = notes.get("strength") if isinstance(notes.get("strength"), dict) else {}
+                # the last failed check's trials are kept, and a passed one's where its mutants need reading
+                # (survivors, or a rejection on an integrity criterion)
+                worth = bool(problems or strength.get("survivors") or strength.get("integrity"))
+                kept_note = ""
+                if worth and (Path(tmp) / task.id).is_dir():
                     kept = load_settings().state_dir / "taskchecks" / task.id
                     try:
                         shutil.rmtree(kept, ignore_errors=True)
                         shutil.copytree(Path(tmp) / task.id, kept, symlinks=True)
-                        problems.append(f"its check trials (events, diff, grader log per trial) are kept in {kept}")
+                        kept_note = f"its check trials (events, diff, grader log per trial) are kept in {kept}"
                     except (OSError, shutil.Error) as exc:
-                        problems.append(f"its check trials could not be kept in {kept}: {_raised(exc)}")
+                        kept_note = f"its check trials could not be kept in {kept}: {_raised(exc)}"
+                    if problems:
+                        problems.append(kept_note)
+                        kept_note = ""
                 check = TaskCheck(task.id, list(dict.fromkeys(problems)), time.monotonic() - start,
                                   sealed=notes.get("sealed"), strength=notes.get("strength"),
                                   alternatives=notes.get("alternatives"))
@@ -512,6 +530,8 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                 if len(check.problems) > shown:
                     more += (f"\n{'':32s}          … and {len(check.problems) - shown} more "
                              f"(every one in {record_path(task, image_id)})")
+                if kept_note and check.ok:
+                    more += f"\n{'':32s}          {printable(kept_note)}"
                 say(f"{task.id:32s} {head}  ({check.seconds:.1f}s{sealing_line(check.sealed)}"
                     f"{strength_line(check.strength)}){more}")
                 return check

@@ -128,3 +128,12 @@ def test_the_check_line_says_when_fewer_mutants_exist_than_were_asked():
     line = strength_line({"asked": 8, "available": 2, "graded": 2, "rejected": 2, "survivors": []})
     assert "grader strength 2/2 mutants rejected (the reference solution has 2 distinct mutant(s), 8 asked)" in line
     assert "distinct mutant" not in strength_line({"asked": 6, "available": 13, "graded": 6, "rejected": 6})
+
+
+def test_a_mutant_rejected_on_an_integrity_criterion_is_named_for_reading():
+    # a mutant of the reference changes one line of the code under test, never a test or grader file: a rejection on
+    # grader_integrity or tampering is not its own doing to explain (seen once on a real upstream task, unexplained)
+    line = strength_line({"graded": 8, "rejected": 8, "survivors": [],
+                          "integrity": [{"id": "m05", "failing": ["grader_integrity"]}]})
+    assert "m05 rejected on grader_integrity" in line and "read its trial" in line
+    assert "rejected on" not in strength_line({"graded": 8, "rejected": 8, "survivors": [], "integrity": []})
