@@ -72,6 +72,10 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:120]
 
 
+FINAL_WORKSPACE = "final-workspace.tar"
+"""An attempt's exported workspace, by name (``AttemptPaths.final_workspace``)."""
+
+
 @dataclass(frozen=True)
 class AttemptPaths:
     """The artifacts of one attempt of one trial (``trials/<trial>/a<attempt>/``)."""
@@ -89,7 +93,7 @@ class AttemptPaths:
     @property
     def final_workspace(self) -> Path:
         """The tar; its notes (what could not be brought over whole) sit beside it as ``.json``."""
-        return self.folder / "final-workspace.tar"
+        return self.folder / FINAL_WORKSPACE
 
     @property
     def diff(self) -> Path:

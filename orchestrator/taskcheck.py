@@ -73,7 +73,7 @@ from .sandbox.base import SandboxFactory, SandboxHost
 from .sandbox.docker import docker_host
 from .settings import load_settings
 from .report import INTEGRITY_CRITERIA
-from .store import RunPaths
+from .store import FINAL_WORKSPACE, RunPaths
 from .tasks import Task, git_env
 from .checkrecords import TaskCheck, record_path, reusable_check, save_check
 from .diagnosis import criterion_detail, log_cause, untouched_problems
@@ -508,7 +508,10 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                     kept = load_settings().state_dir / "taskchecks" / task.id
                     try:
                         shutil.rmtree(kept, ignore_errors=True)
-                        shutil.copytree(Path(tmp) / task.id, kept, symlinks=True)
+                        # a passed check's trials are kept for reading its mutants: without the final workspaces
+                        # (a repository's size per trial), which a failed check's keep
+                        shutil.copytree(Path(tmp) / task.id, kept, symlinks=True, ignore=None if problems else
+                                        shutil.ignore_patterns(FINAL_WORKSPACE))
                         kept_note = f"its check trials (events, diff, grader log per trial) are kept in {kept}"
                     except (OSError, shutil.Error) as exc:
                         kept_note = f"its check trials could not be kept in {kept}: {_raised(exc)}"

@@ -152,11 +152,17 @@ def _identifiers(*texts: str | bytes) -> set[str]:
     replace that test for pytest (a requested ``Sub::test_x`` inherited from ``Mixin`` would run the new one)."""
     out: set[str] = set()
     for text in texts:
-        out.update(WORD.findall(text.decode("utf-8", "replace") if isinstance(text, bytes) else text))
+        if isinstance(text, bytes):
+            if len(text) > WORDS_READ_MAX or b"\0" in text[:8192]:
+                continue  # data, not code: a fixture no test name is read from (and megabytes of words to hold)
+            text = text.decode("utf-8", "replace")
+        out.update(m.group() for m in WORD.finditer(text))
     return out
 
 
 WORD = re.compile(r"\w+")
+WORDS_READ_MAX = 2 * 1024 * 1024
+"""A trusted file larger than this (bytes) is data to ``_identifiers``, as is one with a NUL byte near its start."""
 
 
 def _draw_name(rng: random.Random, real: list[str], taken: set[str]) -> str:

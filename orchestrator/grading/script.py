@@ -493,10 +493,11 @@ def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task,
             sandbox.start()
             sandbox.copy_in(tree.to_tar(None, *uid_gid(sandbox.spec.user)), workdir)
             # what the reward folder holds before the script (nothing)
-            # find, not ls: ls stats its argument with statx, which gVisor as Debian 12 ships refuses (and ls's
-            # error would read as an empty folder); one x per entry, whatever its name holds
-            found = sandbox.exec(["sh", "-c", 'find "$1" -mindepth 1 -maxdepth 1 -printf x | wc -c', "sh",
-                                  g.reward_dir], timeout=30,
+            # find, not ls: ls stats its argument with statx, which gVisor as Debian 12 ships refuses; one x per
+            # entry whatever its name holds (-exec printf: BusyBox's find has no -printf), and find's failure is
+            # the check's (a pipe into wc would read it as an empty folder)
+            found = sandbox.exec(["sh", "-c", 'n=$(find "$1" -mindepth 1 -maxdepth 1 -exec printf x \\;) || exit 3; '
+                                  'echo "${#n}"', "sh", g.reward_dir], timeout=30,
                                  env={"PATH": SYSTEM_PATH}).text().strip()
             if not found.isdigit():
                 raise GraderInfraError("grader_setup", f"the reward folder {g.reward_dir} could not be checked "

@@ -53,7 +53,7 @@ def _copies(root: Path, everything: bool) -> list[str]:
     for folder in sorted(root.iterdir()):
         owner_file = folder / "owner"
         try:
-            owner = owner_file.read_text().strip() if owner_file.exists() else None
+            owner = (owner_file.read_text().strip() if owner_file.exists() else None) or None  # empty: none yet
             young = owner is None and time.time() - folder.stat().st_mtime < COPIES_GRACE_S
         except OSError:
             continue

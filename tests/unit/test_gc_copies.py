@@ -44,3 +44,11 @@ def test_everything_removes_every_copies_folder(tmp_path):
 
 def test_no_folder_is_nothing_to_do(tmp_path):
     assert gc._copies(tmp_path / "absent", everything=False) == []
+
+
+def test_an_empty_owner_file_counts_as_none_yet(tmp_path):
+    # an owner file is written whole (renamed into place), but one left empty by an older trialbox or a full disk
+    # must not read as a dead owner while its maker may still be at work
+    _folder(tmp_path, "tb-empty-fresh", "")
+    _folder(tmp_path, "tb-empty-old", "", age=gc.COPIES_GRACE_S + 60)
+    assert gc._copies(tmp_path, everything=False) == ["tb-empty-old"]

@@ -277,3 +277,10 @@ def test_the_stored_log_leaves_the_tripwires_section_out():
            f"FAILED {FILE}::test_kept_words - AssertionError\nPASSED {FILE}::test_ascii_words\n1 failed, 1 passed in 0.1s")
     out = R._without_tripwire(log, wire)
     assert "test_kept_words" not in out and "real failure" in out and "PASSED" in out and "1 failed, 1 passed" in out
+
+
+def test_names_to_avoid_are_read_from_code_not_from_data():
+    assert C._identifiers(b"def test_one():\n    helper_two()\n") == {"def", "test_one", "helper_two"}
+    assert C._identifiers(b"\x00\x01test_binary_blob") == set()  # a NUL near the start: data
+    assert C._identifiers(b"test_huge " * (C.WORDS_READ_MAX // 10 + 1)) == set()  # larger than read: data
+    assert C._identifiers("text_as_str") == {"text_as_str"}
