@@ -47,6 +47,8 @@ from .hostuids import UidLease, account_mounts, image_accounts, keep_lease, leas
 from .meter import Meter, Usage
 
 GVISOR_THREAD_HEADROOM = 512
+
+
 def _per_cpu(leaf: str) -> tuple[str, ...]:
     """``/sys/devices/system/cpu/cpuN/<leaf>`` for every CPU of this host (its containers share its kernel)."""
     try:
