@@ -266,4 +266,9 @@ def generate(patch: str, files: dict[str, bytes], count: int, seed: str) -> list
 
 def available(patch: str, files: dict[str, bytes]) -> int:
     """How many distinct mutants the reference patch has (every operator, every line)."""
-    return sum(len(v) for v in candidates(patch, files).values())
+    return counted(candidates(patch, files))
+
+
+def counted(found: dict[str, list[Mutant]]) -> int:
+    """How many mutants ``candidates`` found."""
+    return sum(len(v) for v in found.values())

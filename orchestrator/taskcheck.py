@@ -77,7 +77,7 @@ from .store import FINAL_WORKSPACE, RunPaths
 from .tasks import Task, git_env
 from .checkrecords import TaskCheck, record_path, reusable_check, save_check
 from .diagnosis import criterion_detail, log_cause, untouched_problems
-from .mutants import candidates as mutant_candidates, draw as draw_mutants
+from .mutants import candidates as mutant_candidates, counted as mutants_counted, draw as draw_mutants
 from .textsafe import printable
 from .trial import TrialSpec, run_trial
 
@@ -240,7 +240,7 @@ def grader_strength(task: Task, loaded: LoadedManifest, host: SandboxHost, image
     patch = task.grader_path(sol).read_text(errors="surrogateescape")
     try:
         found = mutant_candidates(patch, files)  # made once: the draw and the count of what exists
-        made, available = draw_mutants(found, count, task.id), sum(len(v) for v in found.values())
+        made, available = draw_mutants(found, count, task.id), mutants_counted(found)
     except ValueError as exc:
         return {"asked": count, "skipped": str(exc)}
     out: dict = {"asked": count, "available": available, "generated": len(made), "rejected": 0, "graded": 0,
