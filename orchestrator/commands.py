@@ -158,7 +158,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     planned = len(json.loads(paths.plan.read_text())["trials"]) if paths.plan.exists() \
         else len(tasks) * len(loaded.manifest.candidates) * loaded.manifest.execution.trials_per_task
     report = build_report(paths, loaded.manifest, {t.id: t.config.difficulty for t in tasks},
-                          {t.id: t.cluster for t in tasks}, planned)
+                          {t.id: t.cluster for t in tasks}, planned,
+                          [(e, loaded.resolve(Path(e))) for e in loaded.manifest.analysis.suspect_evidence])
     if args.html:
         from .html import render
 

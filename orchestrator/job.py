@@ -153,6 +153,11 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
     m = loaded.manifest
     choice = choose(m.execution, backend, ray_address)  # a bad --backend is refused before anything is written
     preflight(loaded, tasks)  # a missing key, prompt hash or price is an error before any container starts
+    missing = [f"{loaded.path}: analysis.suspect_evidence[{i}]: {e}: not a run folder (no results.sqlite)"
+               for i, e in enumerate(m.analysis.suspect_evidence)
+               if not (loaded.resolve(Path(e)) / "results.sqlite").is_file()]
+    if missing:  # evidence is declared before the run: a wrong path is caught now, not by a later report's warning
+        raise ConfigError("\n".join(missing))
     judge = make_judge(loaded)
     lock = ensure_lock(loaded, tasks, client)
     lock = {**lock, "task_checks": require_checked(tasks, lock, unchecked),

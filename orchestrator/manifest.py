@@ -263,6 +263,10 @@ class AnalysisConfig(Model):
     """Leave *suspect* tasks out of every figure: tasks on which no candidate but ``oracle`` and ``nop`` had an
     accepted trial (their grader may reject correct work; the report lists them either way). Only as declared
     before the run: leaving out what nobody solved after seeing it would raise every rate."""
+    suspect_evidence: list[str] = []
+    """Earlier run folders (relative to the manifest) whose solves clear a task of suspicion: a task a candidate
+    other than ``oracle`` and ``nop`` solved there, with the same task and grader folders (their hashes in both
+    locks), is not suspect here (``suspects``). Declared before the run, like ``exclude_suspect_tasks``."""
     min_effect: float | None = None
     """Smallest difference worth detecting (sample-size hint)."""
     adoption: AdoptionConfig | None = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from .ablation import ablation
@@ -29,6 +30,7 @@ from .result import TrialResult
 from .shapecoverage import measured_at_shape, outside_band
 from .stageclock import STAGES
 from .store import RunPaths, Store
+from .suspects import suspect_tasks
 
 SCHEMA_VERSION = 1
 GATE = {"ADOPT": 0, "REJECT": 1, "INCONCLUSIVE": 3, "NONE": 3}
@@ -180,7 +182,9 @@ def _count(items) -> dict[str, int]:
 
 
 def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], cluster: dict[str, str],
-                 planned: int) -> dict[str, Any]:
+                 planned: int, evidence: list[tuple[str, Path]] = ()) -> dict[str, Any]:
+    """The results document. ``evidence``: the manifest's ``analysis.suspect_evidence`` runs, each as declared and
+    as resolved (``suspects``)."""
     store = Store(paths)
     try:
         rows = store.trials()
@@ -193,7 +197,8 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
     if locked is not None:  # a run is priced as it was locked, whatever the manifest says now
         m = m.model_copy(update={"costs": locked})
     cluster_of = cluster if m.analysis.cluster_by == "cluster" else {t: t for t in cluster}
-    suspects = suspect_tasks(rows, m)
+    found = suspect_tasks(rows, m.candidates, lock, evidence)
+    suspects = found.tasks
     if m.analysis.exclude_suspect_tasks:  # declared before the run (the manifest's hash is in its lock)
         rows = [r for r in rows if r.task not in suspects]
     by_cand = {c.name: [r for r in rows if r.candidate == c.name] for c in m.candidates}
@@ -215,16 +220,23 @@ def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], clust
                               **_candidate(rs, m, cluster_of, difficulty, costs)} for name, rs in by_cand.items()},
         "costs": _costs_section(lock, m),
         "comparisons": [], "trials": [_trial(r, m, costs[r.id]) for r in rows],
-        "suspect_tasks": {"tasks": suspects, "excluded": m.analysis.exclude_suspect_tasks}}
+        "suspect_tasks": {"tasks": suspects, "excluded": m.analysis.exclude_suspect_tasks,
+                          "cleared_by_evidence": found.cleared, "evidence": [e.to_dict() for e in found.evidence]}}
     report["warnings"] += _node_warnings(report["nodes"])
     if suspects:
         report["warnings"].append(
-            f"{len(suspects)} suspect task(s), solved by no candidate (oracle and nop aside): {', '.join(suspects[:10])}"
+            f"{len(suspects)} suspect task(s), solved by no candidate (oracle and nop aside)"
+            + (f" here or in {sum(e.read for e in found.evidence)} evidence run(s)" if found.evidence else "")
+            + f": {', '.join(suspects[:10])}"
             + (" …" if len(suspects) > 10 else "") + "; their graders may reject correct work (`tasks check "
             "--mutants` and alternatives/ tell more); " + ("left out of every figure, as the manifest declared"
                                                          if m.analysis.exclude_suspect_tasks else "counted in every "
                                                          "figure (analysis.exclude_suspect_tasks leaves them out, "
                                                          "declared before a run)"))
+    for e in found.evidence:
+        if not e.read:
+            report["warnings"].append(f"suspect evidence {e.run} not read ({e.problem}): suspects computed without "
+                                      "it, so a task it solved may be listed")
     if report["intervals"].get("coverage_outside_93_97"):
         report["warnings"].append("at this run's shape the 95% intervals were measured outside 93-97% coverage: "
                                   + ", ".join(report["intervals"]["coverage_outside_93_97"])
@@ -271,15 +283,6 @@ def _adopt(report: dict[str, Any], by_cand: dict[str, list[TrialResult]], m: Man
         + list(decided.get("reasons") or [])
     decided["tasks_counted"] = sorted(strong)
     return decided
-
-
-def suspect_tasks(rows: list[TrialResult], m: Manifest) -> list[str]:
-    """Tasks that some candidate other than ``oracle`` and ``nop`` ran and none of them solved (no accepted trial):
-    a task every agent fails may have a grader that rejects correct work. Empty when only oracle and nop ran."""
-    solvers = {c.name for c in m.candidates if c.agent not in ("oracle", "nop")}
-    ran = {r.task for r in rows if r.candidate in solvers}
-    solved = {r.task for r in rows if r.candidate in solvers and r.accepted}
-    return sorted(ran - solved)
 
 
 def _intervals(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str]) -> dict[str, Any]:

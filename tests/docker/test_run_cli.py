@@ -223,6 +223,20 @@ def test_swebench_samples_import_and_check(repo_root, tmp_path, images):
     assert "task set ok: 2 of 2 task(s) ok" in check.stdout
 
 
+def test_suspect_evidence_that_is_no_run_folder_is_refused_before_the_run(project, repo_root):
+    """``analysis.suspect_evidence`` is declared before the run: a folder that is not a run is an error naming the
+    field, before anything is written, not a report's warning later."""
+    text = (project / "examples/offline-demo.yaml").read_text()
+    assert "\nanalysis:\n" in text
+    manifest = project / "examples/evidence-missing.yaml"
+    manifest.write_text(text.replace("\nanalysis:\n", "\nanalysis:\n  suspect_evidence: [../runs/never-ran]\n", 1))
+    out = project / "runs" / "evidence-missing"
+    res = cli("run", str(manifest), "--scripted-model", str(project / "examples/scripted-model.yaml"), "--out",
+              str(out), "--unchecked", cwd=repo_root, check=1)
+    assert "analysis.suspect_evidence[0]: ../runs/never-ran: not a run folder (no results.sqlite)" in res.stderr
+    assert "Traceback" not in res.stderr and not out.exists()
+
+
 def test_report_json_schema_gate_and_html(demo_run, repo_root, tmp_path):
     import jsonschema
 

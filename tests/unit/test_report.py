@@ -337,11 +337,83 @@ def test_suspect_tasks_are_listed_and_left_out_only_as_declared(tmp_path):
         store.close()
         report = build_report(paths, _scripted_manifest(exclude), {t: "easy" for t in TASKS}, {t: t for t in TASKS},
                               len(TASKS) * 3)
-        assert report["suspect_tasks"] == {"tasks": ["t00", "t01", "t02"], "excluded": exclude}
+        assert report["suspect_tasks"] == {"tasks": ["t00", "t01", "t02"], "excluded": exclude,
+                                           "cleared_by_evidence": [], "evidence": []}
         assert any(w.startswith("3 suspect task(s), solved by no candidate (oracle and nop aside): t00, t01, t02")
                    for w in report["warnings"])
         rate = report["candidates"]["new"]["acceptance_rate"]
         assert rate == (1.0 if exclude else pytest.approx(27 / 30))
+
+
+def _evidence_run(root, lock: dict, solved: dict[str, list[str]]):
+    """A finished earlier run at ``root``: its lock, its manifest copy (candidates base and oracle), and one
+    accepted trial per (candidate, task) in ``solved``."""
+    import json
+
+    paths = RunPaths(root)
+    store = Store(paths)
+    paths.lock.write_text(json.dumps(lock))
+    paths.manifest.write_text("candidates:\n  - {name: base, agent: script, script: s.yaml}\n"
+                              "  - {name: oracle, agent: oracle}\n")
+    for cand, tasks in solved.items():
+        for t in tasks:
+            record_trial(store, t, cand, 0, True, [])
+    store.close()
+    return root
+
+
+def test_a_task_solved_in_a_declared_earlier_run_under_the_same_grader_is_not_suspect(tmp_path):
+    """Suspects across runs: an evidence run's solve clears a task only when a solver (not oracle, not nop) solved
+    it with the same task and grader folders; an unreadable evidence run is named, and clears nothing."""
+    import json
+
+    lock = {"tasks": {t: {"task_sha256": f"task-{t}"} for t in TASKS}, "graders": {t: f"grader-{t}" for t in TASKS}}
+    other = json.loads(json.dumps(lock))
+    other["graders"]["t01"] = "grader-t01-before-a-fix"
+    same = _evidence_run(tmp_path / "earlier", lock, {"base": ["t00", "t05"], "oracle": ["t02"]})
+    changed = _evidence_run(tmp_path / "older", other, {"base": ["t01"]})
+    paths = RunPaths(tmp_path / "run")
+    store = Store(paths)
+    paths.lock.write_text(json.dumps(lock))
+    for t in TASKS:
+        for cand in ("base", "new", "oracle"):
+            record_trial(store, t, cand, 0, cand == "oracle" or t >= "t03", [])
+    store.close()
+    evidence = [("earlier", same), ("older", changed), ("gone", tmp_path / "gone")]
+    for exclude in (False, True):
+        report = build_report(paths, _scripted_manifest(exclude), {t: "easy" for t in TASKS}, {t: t for t in TASKS},
+                              len(TASKS) * 3, evidence)
+        found = report["suspect_tasks"]
+        assert found["tasks"] == ["t01", "t02"]  # t01: solved only under another grader; t02: only by the oracle
+        assert found["cleared_by_evidence"] == ["t00"]
+        assert [(e["run"], e["read"], e["solved"], e["not_counted_other_grader"]) for e in found["evidence"]] == [
+            ("earlier", True, ["t00"], []), ("older", True, [], ["t01"]), ("gone", False, [], [])]
+        assert "not a run folder" in found["evidence"][2]["problem"]
+        assert any(w.startswith("2 suspect task(s), solved by no candidate (oracle and nop aside) here or in 2 "
+                                "evidence run(s): t01, t02") for w in report["warnings"])
+        assert any(w.startswith("suspect evidence gone not read (") for w in report["warnings"])
+        rate = report["candidates"]["new"]["acceptance_rate"]
+        assert rate == pytest.approx(27 / 28 if exclude else 27 / 30)  # t00 (cleared) stays counted either way
+
+
+def test_suspect_evidence_is_read_without_writing_to_the_earlier_run(tmp_path):
+    """The evidence run's database is opened read-only: a report leaves its folder byte for byte as it was."""
+    import json
+
+    from orchestrator.suspects import read_evidence
+
+    lock = {"tasks": {"t00": {"task_sha256": "a"}}, "graders": {"t00": "g"}}
+    root = _evidence_run(tmp_path / "earlier", lock, {"base": ["t00"]})
+    before = {p.name: p.read_bytes() for p in root.iterdir()}
+    (root / "results.sqlite").chmod(0o444)
+    got = read_evidence("earlier", root, lock, {"t00"})
+    assert got.read and got.solved == {"t00"}
+    assert {p.name: p.read_bytes() for p in root.iterdir()} == before
+    bad = tmp_path / "bad"
+    _evidence_run(bad, lock, {})
+    (bad / "lock.json").write_text("[1]")
+    assert read_evidence("bad", bad, lock, {"t00"}).problem.endswith("(ValueError: not a JSON object)")
+    assert json.loads((root / "lock.json").read_text()) == lock
 
 
 def test_a_minimum_grader_strength_decides_on_the_strong_graders_tasks_only(tmp_path):
