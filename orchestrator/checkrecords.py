@@ -44,6 +44,9 @@ class TaskCheck:
     strength: dict | None = None
     """``taskcheck.grader_strength``: the reference solution's mutants graded as trials are, how many the grader
     rejected, which survived; None when not asked for (``--mutants``) or the check stopped before."""
+    untouched_times_out: bool = False
+    """The script grader timed out on the untouched environment (counted as failing before: ``Task.
+    untouched_times_out``)."""
     alternatives: dict | None = None
     """``taskcheck._alternatives``: the grader folder's other correct solutions, which were accepted and which not
     (None: it has none, or the check stopped before)."""
@@ -88,7 +91,7 @@ def save_check(task: Task, image_id: str, check: TaskCheck, replicates: int | No
     tmp = path.with_suffix(f".tmp{uuid.uuid4().hex[:6]}")
     tmp.write_text(json.dumps({"task": task.id, "ok": check.ok, "problems": check.problems, "image_id": image_id,
                                "replicates": replicates, "seconds": round(check.seconds, 3), "sealed": check.sealed,
-                               "strength": check.strength,
+                               "strength": check.strength, "untouched_times_out": check.untouched_times_out,
                                "alternatives": check.alternatives, "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1))
     tmp.replace(path)
 
@@ -151,3 +154,21 @@ def grader_strengths(tasks: list[Task], lock: dict[str, Any]) -> dict[str, dict[
         else:
             out[t.id] = None
     return out
+
+
+def untouched_timeouts(tasks: list[Task], lock: dict[str, Any]) -> list[str]:
+    """The tasks whose last passed check, for the locked image, saw the untouched environment time out (the lock
+    records them: they decide whether a trial's timed-out grading is the agent's failure)."""
+    out = []
+    for t in tasks:
+        record = last_check(t, lock["images"][t.image_key]["image_id"]) or {}
+        if record.get("ok") and record.get("untouched_times_out") is True:
+            out.append(t.id)
+    return sorted(out)
+
+
+def with_check_facts(tasks: list[Task], lock: dict[str, Any]) -> list[Task]:
+    """``tasks`` with what their checks taught that shapes grading, as the run's lock recorded it
+    (``untouched_timeouts``); a lock without the section (an older run) teaches nothing."""
+    slow = set(lock.get("untouched_timeouts") or [])
+    return [t.model_copy(update={"untouched_times_out": True}) if t.id in slow else t for t in tasks]

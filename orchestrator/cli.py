@@ -294,6 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--base-image", action="append", default=[], metavar="IMAGE=RECIPE",
                    help="build on this trialbox recipe where the Dockerfile says FROM IMAGE (repeatable)")
     t.add_argument("--force", action="store_true", help="replace task and grader folders that exist")
+    t.add_argument("--acceptance", metavar="METRIC>=N,…",
+                   help="which rewards mean accepted, every one holding (default: reward>=1; a re-import without it "
+                        "keeps the grader's earlier acceptance)")
     t.set_defaults(func=cmd_import_harbor)
 
     p = sub.add_parser("verify-events", help="check a trial's event log: edited, removed or inserted lines")

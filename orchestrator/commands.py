@@ -277,6 +277,13 @@ def cmd_import_harbor(args: argparse.Namespace) -> int:
         if not (images_dir / recipe).is_dir():
             raise ConfigError(f"--base-image {item}: no recipe {recipe!r} under {images_dir}")
         base_images[name] = recipe
+    if args.acceptance is not None:
+        from .tasks import parse_acceptance
+
+        try:
+            parse_acceptance(args.acceptance)
+        except ValueError as exc:
+            raise ConfigError(f"--acceptance: {exc}") from None
     sources = task_folders([Path(d) for d in args.dirs])
     if not sources:
         raise ConfigError(f"no Harbor task folder (holding task.toml) in {', '.join(args.dirs)}")
@@ -284,7 +291,7 @@ def cmd_import_harbor(args: argparse.Namespace) -> int:
     written, refused = [], 0
     for source in sources:
         r = import_task(source, tasks_out, graders_out, images_dir, client, load_settings(), base_images,
-                        force=args.force)
+                        force=args.force, acceptance=args.acceptance)
         if r.refusals:
             refused += 1
             for refusal in r.refusals:

@@ -61,14 +61,14 @@ def untouched_script_problems(task: Task, runs: list[TestRun]) -> list[str]:
     out = []
     for i, run in enumerate(runs, 1):
         tail = run.log_tail[-300:].strip()
-        if run.timed_out:
-            out.append(f"untouched repository (run {i}): the test script timed out: {tail}")
+        if run.timed_out:  # failing before: its tests wait for what the change makes (``Task.untouched_times_out``)
+            pass
         elif run.reward is None:
             out.append(f"untouched repository (run {i}): the test script wrote no valid reward "
                        f"({run.reward_note or 'see the integrity problems'}; exit {run.exit_code}): {tail}")
-        elif run.reward.get(a.metric, float("-inf")) >= a.at_least:
+        elif a.holds(run.reward):
             out.append(f"untouched repository (run {i}): the reward {run.reward} is already accepted "
-                       f"({a.metric} ≥ {a.at_least:g}): the tests do not test the change")
+                       f"({a}): the tests do not test the change")
         out += [f"grader integrity on the untouched repository: {p}" for p in run.integrity]
         if out:
             return out

@@ -47,6 +47,7 @@ from .images import NO_PARENT, build_recipe, load_recipe
 from .sandbox.disks import workspace_filter
 from .settings import Settings
 from .taskload import SYSTEM_PATHS, load_task
+from .tasks import Acceptance
 
 FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.I)
 TASK_ID = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -264,10 +265,23 @@ def _task_yaml(task_id: str, h: HarborTask, workdir: str, digest: str, source: P
     return doc
 
 
+def _kept_acceptance(grader_yaml: Path) -> str | None:
+    """The acceptance of an earlier import's (or a person's) ``grader.yaml``, as ``--acceptance`` text; None when
+    there is none or it does not read as one (the import then writes the default, and ``tasks check`` tells)."""
+    try:
+        doc = yaml.safe_load(grader_yaml.read_text(encoding="utf-8"))
+        return Acceptance.model_validate(doc["acceptance"]).text() if isinstance(doc, dict) and doc.get("acceptance") \
+            else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError):
+        return None
+
+
 def _grader_yaml(h: HarborTask, has_solution: bool) -> dict[str, Any]:
     doc: dict[str, Any] = {"kind": "script", "tests": "tests", "script": "test.sh", "tests_mount": "/tests",
                            "reward_dir": "/logs/verifier", "solution": "solution" if has_solution else None,
                            "env": h.verifier_env, "solution_env": h.solution_env}
+    if h.acceptance:
+        doc["acceptance"] = h.acceptance
     if h.verifier_timeout_s is not None:
         doc["timeout_seconds"] = h.verifier_timeout_s
     return doc
@@ -300,8 +314,10 @@ def _folder_refusals(source: Path, h: HarborTask, result: Imported, force: bool,
 
 def import_task(source: Path, tasks_dir: Path, graders_dir: Path, images_dir: Path, client: docker.DockerClient,
                 settings: Settings, base_images: dict[str, str], force: bool = False,
-                say: Callable[[str], None] | None = None) -> Imported:
-    """Import one Harbor task folder (see the module docstring)."""
+                say: Callable[[str], None] | None = None, acceptance: str | None = None) -> Imported:
+    """Import one Harbor task folder (see the module docstring). ``acceptance`` (``"correctness>=1,…"``) is
+    written into the grader; without it, a re-import keeps the acceptance of the grader folder it replaces (a
+    declaration made once, at an earlier import or by hand, survives)."""
     h = read_task_toml(source)
     task_id = TASK_ID.sub("-", source.name).strip("-.") or "task"
     result = Imported(task_id, source, notes=h.notes, refusals=h.refusals, tasks_dir=tasks_dir)
@@ -309,6 +325,10 @@ def import_task(source: Path, tasks_dir: Path, graders_dir: Path, images_dir: Pa
     _folder_refusals(source, h, result, force, (out_task, out_grader))
     if result.refusals:
         return result
+    if acceptance is None and (kept := _kept_acceptance(out_grader / "grader.yaml")) is not None:
+        acceptance = kept
+        result.notes.append(f"acceptance {kept!r} kept from the grader folder this import replaces")
+    h.acceptance = acceptance
 
     def resolve(image: str) -> str | None:
         with docker_errors():

@@ -58,6 +58,8 @@ class HarborTask:
     storage_mb: int | None = None
     network: str = "any"
     """``none`` (the task declares no network) or ``any`` (public: trialbox runs stricter, as its manifest says)."""
+    acceptance: str | None = None
+    """Not of ``task.toml``: the ``--acceptance`` the import was given or kept (``tasks.Acceptance``)."""
     docker_image: str | None = None
     workdir: str | None = None
     """``[environment] workdir``: where the task's files are (else the image's WORKDIR)."""
@@ -239,6 +241,9 @@ def _verifier(task: HarborTask, table: Any) -> None:
     if r.pop("environment") is not None:
         r.refuse("environment", "a separate verifier image cannot be honoured: the grader runs from the task's "
                                 "environment image")
+    if r.pop("collect"):  # `collect = []`, as `harbor init` writes it, asks for nothing
+        r.refuse("collect", "collecting files of the grader into the run folder is not built: trialbox keeps the "
+                            "grader's output and the reward only")
     _network(r, task, "verifier")
     r.rest()
 
@@ -267,8 +272,9 @@ def read_task_toml(folder: Path) -> HarborTask:
     if "steps" in data:
         task.refusals.append(Refusal(task.name, "steps", "a multi-step task cannot be honoured: a trialbox trial "
                                                          "is one instruction and one grading"))
-    if "artifacts" in data:
-        task.refusals.append(Refusal(task.name, "artifacts", "trialbox hands over the workspace only"))
+    if data.get("artifacts"):  # `artifacts = []`, as `harbor init` writes it, asks for nothing
+        task.refusals.append(Refusal(task.name, "artifacts", "collecting files of the sandbox into the run folder is "
+                                                             "not built: trialbox keeps the workspace's diff only"))
     meta = data.get("metadata") or {}
     task.metadata = dict(meta) if isinstance(meta, dict) else {"metadata": meta}
     info = data.get("task") or {}

@@ -30,6 +30,7 @@ from .errors import Cancelled, ConfigError, DriftError, LockError
 from .events import read_events
 from .grading.judge import make_judge
 from .hashing import sha256_file
+from .checkrecords import with_check_facts
 from .lock import check_lock, drift, lock_path, read_lock, resolve_lock, write_lock
 from .manifest import CostsConfig, LoadedManifest
 from .plan import arrangement, plan
@@ -89,7 +90,7 @@ def trial_specs(loaded: LoadedManifest, tasks: list[Task], lock: dict[str, Any],
     m = loaded.manifest
     ex = m.execution
     limits = BudgetLimits(ex.deadline_seconds, ex.max_tool_calls, ex.max_total_tokens, ex.max_cost_usd)
-    by_task = {t.id: t for t in tasks}
+    by_task = {t.id: t for t in with_check_facts(tasks, lock)}
     by_name = {c.name: c for c in m.candidates}
     planned = plan([t.id for t in tasks], [c.name for c in m.candidates], ex.trials_per_task, m.experiment.seed,
                    ex.order)
@@ -148,7 +149,7 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
     attempt's record replaces the old one, kept as history (``Store.record``). On the local backend an engine
     outage pauses the run (``outage``). A run that ends with more trials recorded as infrastructure errors than
     ``execution.max_infra_errors`` raises ``InfraErrorsAbove`` (exit 4) once everything is recorded."""
-    from .checkrecords import grader_strengths, require_checked
+    from .checkrecords import grader_strengths, require_checked, untouched_timeouts
 
     m = loaded.manifest
     choice = choose(m.execution, backend, ray_address)  # a bad --backend is refused before anything is written
@@ -161,7 +162,7 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
     judge = make_judge(loaded)
     lock = ensure_lock(loaded, tasks, client)
     lock = {**lock, "task_checks": require_checked(tasks, lock, unchecked),
-            "grader_strength": grader_strengths(tasks, lock)}
+            "grader_strength": grader_strengths(tasks, lock), "untouched_timeouts": untouched_timeouts(tasks, lock)}
     try:
         paths = open_run(loaded, lock, out)
         store = Store(paths)

@@ -39,7 +39,7 @@ from .tasks import Task, git_env
 
 LOCK_VERSION = 1
 VOLATILE = {"created_at"}
-RECORDS = ("task_checks", "grader_strength")
+RECORDS = ("task_checks", "grader_strength", "untouched_timeouts")
 """Sections a run adds to its lock that record facts about the run, not identifiers that shape results."""
 
 

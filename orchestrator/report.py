@@ -27,6 +27,7 @@ from .stats import (few_clusters_warning, interval_note, mean_interval, paired_d
 from .pertask import cost_per_accepted, per_task_counts, per_task_values, rate_per_task, task_metric
 from .placement import nodes_section, saturation
 from .result import TrialResult
+from .rewards import reward_metrics
 from .shapecoverage import measured_at_shape, outside_band
 from .stageclock import STAGES
 from .store import RunPaths, Store
@@ -117,6 +118,7 @@ def _candidate(rows: list[TrialResult], m: Manifest, cluster_of: dict[str, str],
                          "model_calls": sum(r.model_calls for r in rows) / n,
                          **{f"{k}_tokens": sum(getattr(r.tokens, k) for r in rows) / n
                             for k in ("input", "output", "cache_read", "cache_write")}}
+    out["rewards"] = reward_metrics(rows, exclusions, cluster_of, a.confidence)  # script graders' named numbers
     out["models_served"] = sorted({mdl for r in rows for mdl in r.models_served})
     refused: dict[str, int] = {}
     for r in rows:

@@ -26,6 +26,7 @@ from .grading.grade import grade_trial
 from .grading.judge import calibrate, make_judge
 from .job import run_experiment
 from .grading.runner import GraderLimits
+from .checkrecords import with_check_facts
 from .lock import lock_path, resolve_lock
 from .manifest import LoadedManifest
 from .repos import materialize
@@ -38,7 +39,7 @@ from .tasks import Task
 def regrade_run(paths: RunPaths, loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient,
                 say: Callable[[str], None] = print) -> int:
     """Grade every stored final workspace again with the current graders; returns how many verdicts changed."""
-    by_id = {t.id: t for t in tasks}
+    by_id = {t.id: t for t in with_check_facts(tasks, json.loads(paths.lock.read_text()))}  # as the run graded
     originals: dict[str, Any] = {}  # the trusted original tree, read once per task
     judge = make_judge(loaded)
     store = Store(paths)

@@ -150,6 +150,9 @@ def _candidate_lines(name: str, c: dict[str, Any]) -> list[str]:
             f"{name} {v['median_s']:.2f}s/{v['p95_s']:.2f}s/{v['share']:.0%}" for name, v in stages.items()
             if v["median_s"] is not None and v["share"] is not None))
     lines += model_side_lines(c)
+    for metric, e in (c.get("rewards") or {}).items():  # a script grader's named numbers, beside acceptance
+        lines.append(f"    reward {metric}: {_estimate(e)} over {e['tasks']} task(s), {e['trials']} trial(s)"
+                     + (f"; {e['trials_without_it']} trial(s) without it" if e["trials_without_it"] else ""))
     split = c.get("cost") or {}
     if split:
         used = split["used"]

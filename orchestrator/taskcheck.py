@@ -14,7 +14,13 @@ later steps that depend on it are not run):
    executes (a usage or internal error means no test ran: a test that did not
    run has neither failed nor passed); every fail-to-pass test fails (a test
    whose module cannot be imported before the fix counts as failing, as in
-   SWE-bench); every pass-to-pass test passes; the grader's channels agree;
+   SWE-bench); every pass-to-pass test passes; the grader's channels agree. A
+   script grader must write a reward that is not accepted; one that *times out*
+   there fails before (its tests wait for what the change makes): it is run
+   once, not twice, nop's grading (the same run) is skipped, and the check
+   records it, so a run's trials whose grading times out are the agent's failure
+   at the cost of one timeout, not a grader checked against the untouched
+   environment (``Task.untouched_times_out``);
 5. the oracle is accepted on every replicate and nop is not (a failing solution
    script is named with its exit code and output; the trials of a task's last
    failed check are kept under the state folder, ``taskchecks/<task>``);
@@ -166,7 +172,13 @@ def check_task(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: 
     limits = GraderLimits(memory_limit_mb=loaded.manifest.environment.memory_limit_mb,
                           runtime=loaded.manifest.environment.runtime)
     if g.kind == "script":
-        runs = [run_script(sandboxes, image_id, original, task, limits, "tb-taskcheck") for _ in range(2)]
+        runs = [run_script(sandboxes, image_id, original, task, limits, "tb-taskcheck")]
+        if runs[0].timed_out:  # failing before, at the cost of one timeout: not run again, nor nop's grading
+            task = task.model_copy(update={"untouched_times_out": True})
+            if notes is not None:
+                notes["untouched_times_out"] = task.grader.timeout_seconds or limits.timeout_s
+        else:
+            runs.append(run_script(sandboxes, image_id, original, task, limits, "tb-taskcheck"))
     else:
         runs = [run_tests(sandboxes, image_id, compose(original, original, task), task, nodes, limits,
                           "tb-taskcheck") for _ in range(2)]
@@ -175,7 +187,7 @@ def check_task(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: 
         notes["sealed"] = sealing(task, runs)
     if before:
         return before + problems
-    problems += _agents(task, loaded, host, image_id, replicates, folder, runs)
+    problems += _agents(task, loaded, host, image_id, replicates, folder, runs, nop=not task.untouched_times_out)
     if not problems:
         alternatives: dict = {}
         problems += _alternatives(task, loaded, host, image_id, folder, alternatives)
@@ -349,8 +361,10 @@ def sealing_line(sealed: dict | None) -> str:
 
 
 def _agents(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str, replicates: int, folder: Path,
-            runs: list[TestRun]) -> list[str]:
-    """The oracle accepted on every replicate, nop never; outcomes stable across identical runs."""
+            runs: list[TestRun], nop: bool = True) -> list[str]:
+    """The oracle accepted on every replicate, nop never; outcomes stable across identical runs. Without ``nop``
+    (the untouched environment timed out: nop's grading would be the same run, one more timeout), nop is not run:
+    the untouched run already showed it fails."""
     g = task.grader
     problems = []
     verdicts = {}
@@ -360,8 +374,9 @@ def _agents(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str
     m = loaded.manifest
     specs = [TrialSpec(f"{task.id}/oracle/{i}", run_id, task, OracleCandidate(name="oracle", agent="oracle"), i,
                        image_id, m.environment, limits) for i in range(replicates)]
-    specs.append(TrialSpec(f"{task.id}/nop/0", run_id, task, NopCandidate(name="nop", agent="nop"), 0, image_id,
-                           m.environment, limits))
+    if nop:
+        specs.append(TrialSpec(f"{task.id}/nop/0", run_id, task, NopCandidate(name="nop", agent="nop"), 0, image_id,
+                               m.environment, limits))
     solution_failures = []
     for spec in specs:
         result = run_trial(spec, loaded, host, paths)
@@ -520,7 +535,8 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                         kept_note = ""
                 check = TaskCheck(task.id, list(dict.fromkeys(problems)), time.monotonic() - start,
                                   sealed=notes.get("sealed"), strength=notes.get("strength"),
-                                  alternatives=notes.get("alternatives"))
+                                  alternatives=notes.get("alternatives"),
+                                  untouched_times_out="untouched_times_out" in notes)
                 try:
                     save_check(task, image_id, check, replicates)
                 except Exception as exc:  # unrecorded, `run` treats it as never checked
@@ -535,7 +551,10 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                              f"(every one in {record_path(task, image_id)})")
                 if kept_note and check.ok:
                     more += f"\n{'':32s}          {printable(kept_note)}"
-                say(f"{task.id:32s} {head}  ({check.seconds:.1f}s{sealing_line(check.sealed)}"
+                timeout = (f"; the untouched environment timed out ({notes['untouched_times_out']:g}s): counted as "
+                           "failing before, so a trial's grading that times out is the agent's failure"
+                           if "untouched_times_out" in notes else "")
+                say(f"{task.id:32s} {head}  ({check.seconds:.1f}s{timeout}{sealing_line(check.sealed)}"
                     f"{strength_line(check.strength)}){more}")
                 return check
 

@@ -141,13 +141,78 @@ class TaskConfig(Model):
     """Set by an importer: the source format, name and content digest."""
 
 
-class Acceptance(Model):
-    """When a script grader's reward means accepted."""
+ACCEPTANCE_PART = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*>=\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
 
-    metric: str = "reward"
-    """The number read: ``reward.txt``'s, or this key of ``reward.json``."""
+
+def parse_acceptance(text: str) -> list[dict[str, Any]]:
+    """``"correctness>=1,performance>=0.5"`` as conditions; ``ValueError`` naming the part that is not
+    ``METRIC>=NUMBER`` or a metric named twice."""
+    out: list[dict[str, Any]] = []
+    for part in str(text).split(","):
+        m = ACCEPTANCE_PART.match(part)
+        if not m:
+            raise ValueError(f"expected METRIC>=NUMBER[,METRIC>=NUMBER…], got {part.strip()!r}")
+        if any(c["metric"] == m[1] for c in out):
+            raise ValueError(f"metric {m[1]!r} named twice")
+        out.append({"metric": m[1], "at_least": float(m[2])})
+    return out
+
+
+class Condition(Model):
+    """One reward metric and the least value it must reach."""
+
+    metric: str = Field(default="reward", pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+    """The number read: ``reward.txt``'s (named ``reward``), or this key of ``reward.json``."""
     at_least: float = 1.0
-    """Accepted exactly when the metric is at least this."""
+    """Accepted only when the metric is at least this."""
+
+    def __str__(self) -> str:
+        return f"{self.metric} ≥ {self.at_least:g}"
+
+
+class Acceptance(Model):
+    """When a script grader's reward means accepted: every condition holds (a task with several rewards, such as
+    ``correctness`` and ``performance``, declares each). Written in ``grader.yaml`` as one condition
+    (``{metric: reward, at_least: 1}``), a list of them, or the text ``import-harbor --acceptance`` takes
+    (``"correctness>=1,performance>=0.5"``)."""
+
+    all_of: list[Condition] = Field(default_factory=lambda: [Condition()], min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _forms(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return {"all_of": parse_acceptance(value)}
+        if isinstance(value, list):
+            return {"all_of": value}
+        if isinstance(value, dict) and "all_of" not in value:
+            return {"all_of": [value]}
+        return value
+
+    @model_validator(mode="after")
+    def _once_each(self) -> "Acceptance":
+        names = [c.metric for c in self.all_of]
+        if len(set(names)) != len(names):
+            raise ValueError(f"a metric is named twice: {names}")
+        return self
+
+    @property
+    def metrics(self) -> list[str]:
+        return [c.metric for c in self.all_of]
+
+    def missing(self, reward: dict[str, float] | None) -> list[str]:
+        """The metrics the conditions name that ``reward`` lacks."""
+        return [c.metric for c in self.all_of if c.metric not in (reward or {})]
+
+    def holds(self, reward: dict[str, float] | None) -> bool:
+        return reward is not None and all(reward.get(c.metric, float("-inf")) >= c.at_least for c in self.all_of)
+
+    def text(self) -> str:
+        """As ``--acceptance`` takes it (what an import keeps)."""
+        return ",".join(f"{c.metric}>={c.at_least:g}" for c in self.all_of)
+
+    def __str__(self) -> str:
+        return " and ".join(str(c) for c in self.all_of)
 
 
 class GraderConfig(Model):
@@ -177,7 +242,7 @@ class GraderConfig(Model):
     """``script`` kind: the folder the script writes ``reward.txt`` or ``reward.json`` into: created empty in
     the grader, outside the workspace."""
     acceptance: Acceptance = Acceptance()
-    """``script`` kind: which reward is accepted (default: ``reward`` at least 1)."""
+    """``script`` kind: which reward is accepted (default: ``reward`` at least 1; several metrics: all of them)."""
     timeout_seconds: float | None = Field(default=None, gt=0)
     """The test run's time limit (Harbor's ``[verifier] timeout_sec``); default trialbox's grader limit."""
     env: dict[str, str] = {}
@@ -225,6 +290,11 @@ class Task(BaseModel):
     """The environment's recipe (its chain resolves to the image the task runs in)."""
     runtime: Runtime
     """Variables, Python path, install step, plugins and test command, for the sandbox and the grader."""
+    untouched_times_out: bool = False
+    """Learnt, never declared: the task's last passed ``tasks check`` saw its script grader time out on the untouched
+    environment (its tests wait for what the change makes) while the oracle passed in time. A trial whose grading
+    times out is then the agent's failure (reward 0), at the cost of one timeout, not a broken grader checked
+    against the untouched environment (``grading.grade``). Set from the run's lock (``with_check_facts``)."""
 
     @property
     def image_key(self) -> str:

@@ -106,8 +106,8 @@ def tests(name: str, nodes: list[str], run: TestRun) -> Criterion:
 def reward(task: Task, run: TestRun) -> Criterion:
     """A script grader's verdict: the acceptance metric of the reward the task's script wrote."""
     a = task.grader.acceptance
-    value = (run.reward or {}).get(a.metric)
-    evidence: dict[str, Any] = {"metric": a.metric, "value": value, "at_least": a.at_least,
+    evidence: dict[str, Any] = {"acceptance": [{"metric": c.metric, "at_least": c.at_least,
+                                                "value": (run.reward or {}).get(c.metric)} for c in a.all_of],
                                 "metrics": run.reward, "source": run.reward_source, "script_exit_code": run.exit_code}
     if run.reward_note:
         evidence["note"] = run.reward_note
@@ -117,7 +117,7 @@ def reward(task: Task, run: TestRun) -> Criterion:
         evidence["timed_out"] = True
     if run.oom:
         evidence["oom"] = True
-    return Criterion("reward", True, value is not None and value >= a.at_least, evidence)
+    return Criterion("reward", True, a.holds(run.reward), evidence)
 
 
 def integrity(run: TestRun) -> Criterion:

@@ -87,7 +87,11 @@ def _test(sandboxes: SandboxFactory, image_id: str, final: Tree, original: Tree,
             except GraderInfraError as exc:
                 run = TestRun(integrity=[f"the final workspace could not be set up for grading ({exc.kind}): "
                                          f"{exc.detail[-500:]}"], results_found=False)
-            if _suspicious(run):
+            if script and run.timed_out and task.untouched_times_out:  # as on the untouched environment
+                run.results_found = True  # the agent's failure: its tests still wait for what the change makes
+                run.reward_note = ("the test script timed out, as it does on the untouched environment (tasks "
+                                   "check): the change it waits for is not there")
+            elif _suspicious(run):
                 base = graded(original, None if script else compose(original, original, task), "baseline")
                 if _suspicious(base):
                     raise GraderInfraError("grader_broken", f"the untouched repository fails the same way "

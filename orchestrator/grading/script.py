@@ -9,9 +9,10 @@ of its source), and, at grading time only, the grader folder's ``tests``, mounte
 created empty. The script runs with bash as the sandbox's unprivileged user, in the workspace, with the
 grader's ``env``, within the grader's time limit. When it exits, **every process left in the container is
 killed** before anything is read, so nothing the script started can write the reward late or swap it between
-its check and its read. The reward is read by trialbox: ``reward.txt`` (one number, the metric ``reward``) or
-else ``reward.json`` (an object of named numbers), each a regular file (never a symbolic link), small, and
-parsing as the contract says; accepted exactly when the grader's ``acceptance`` holds.
+its check and its read. The reward is read by trialbox: ``reward.json`` (an object of named numbers) or else
+``reward.txt`` (one number, the metric ``reward``), the order of Harbor's current verifier; each a regular file
+(never a symbolic link), small, and parsing as the contract says, and the two agreeing on ``reward`` where a
+script writes both; accepted exactly when every condition of the grader's ``acceptance`` holds.
 
 Cross-checks (each failure an integrity problem of the trial, a rejection):
 
@@ -542,7 +543,7 @@ def _run(sandbox: Sandbox, task: Task, timeout: float, witness: Witness | None) 
         killed = sandbox.kill_leftovers()  # nothing the script left can write any more
         record = witness.stop() if witness else None
         _read_reward(sandbox, run, task)
-        accepted = run.reward is not None and run.reward.get(g.acceptance.metric, -math.inf) >= g.acceptance.at_least
+        accepted = g.acceptance.holds(run.reward)
         if accepted and not killed and sandbox.own_pid_namespace:
             run.integrity.append("the processes the test script left could not all be killed before the reward was "
                                  "read: a passing reward cannot be trusted")
@@ -681,8 +682,13 @@ def witness_problems(w: dict) -> list[str]:
 
 
 def _read_reward(sandbox: Sandbox, run: TestRun, task: Task) -> None:
+    """The reward: ``reward.json`` first, then ``reward.txt``, as Harbor's current verifier reads them. A script
+    that writes both (many do: the number and the named numbers) must agree with itself: a ``reward.txt`` whose
+    number differs from ``reward.json``'s ``reward`` is an integrity problem (one of the two was not the script's
+    own verdict)."""
     g = task.grader
-    for name in ("reward.txt", "reward.json"):  # reward.txt first, as Harbor reads them
+    found: dict[str, dict[str, float]] = {}
+    for name in ("reward.json", "reward.txt"):
         path = f"{g.reward_dir}/{name}"
         try:
             kind, data = read_regular(sandbox, path, MAX_REWARD_BYTES)
@@ -696,13 +702,21 @@ def _read_reward(sandbox: Sandbox, run: TestRun, task: Task) -> None:
         if kind != "file":
             run.integrity.append(f"{path} is a {kind}, not a regular file")
             return
-        run.reward_source = name
         try:
-            run.reward = parse_reward(name, data)
+            found[name] = parse_reward(name, data)
         except ValueError as exc:
             run.integrity.append(f"{path} is malformed: {exc}")
             return
-        if g.acceptance.metric not in run.reward:
-            run.integrity.append(f"{path} has no metric {g.acceptance.metric!r} (it has {sorted(run.reward)[:10]})")
+    if not found:
+        run.reward_note = f"no reward.txt or reward.json in {g.reward_dir}"
         return
-    run.reward_note = f"no reward.txt or reward.json in {g.reward_dir}"
+    run.reward_source = next(iter(found))
+    run.reward = found[run.reward_source]
+    if len(found) == 2 and "reward" in found["reward.json"] \
+            and found["reward.json"]["reward"] != found["reward.txt"]["reward"]:
+        run.integrity.append(f"reward.json says reward {found['reward.json']['reward']:g} but reward.txt says "
+                             f"{found['reward.txt']['reward']:g}: the script's two reward files disagree")
+    if missing := g.acceptance.missing(run.reward):
+        run.integrity.append(f"{g.reward_dir}/{run.reward_source} has no metric {', '.join(map(repr, missing))} (it "
+                             f"has {sorted(run.reward)[:10]}): declare which decide in grader.yaml's acceptance, or "
+                             f"at import with --acceptance 'METRIC>=NUMBER,…'")

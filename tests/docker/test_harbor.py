@@ -344,3 +344,58 @@ def test_tasks_check_names_a_broken_solution_script_and_keeps_its_trials(importe
     assert "the solution script exited 2: [stderr] cannot find golden.py" in res.stdout, res.stdout
     kept = [line.split("kept in ", 1)[1].strip() for line in res.stdout.splitlines() if "are kept in" in line]
     assert kept and list(Path(kept[0]).rglob("grader.log")), res.stdout
+
+
+MORE = Path(__file__).resolve().parents[1] / "data" / "harbor-more"
+
+
+def _more_manifest(project: Path, out: Path, path: Path) -> Path:
+    manifest = yaml.safe_load((project / "examples" / "harbor.yaml").read_text())
+    manifest["tasks"] = {"path": str(out / "tasks"), "graders": str(out / "graders"),
+                         "images": str(project / "images"), "select": ["serve-ready", "scored-report"]}
+    manifest["execution"]["trials_per_task"] = 1
+    manifest["analysis"]["k"] = [1]
+    path.write_text(yaml.safe_dump(manifest))
+    return path
+
+
+def test_multi_reward_acceptance_survives_reimport_and_a_hanging_untouched_run_fails_before(project, repo_root,
+                                                                                            tmp_path):
+    """Issue 28's format items, as `harbor init` and current Harbor write tasks: empty ``artifacts``/``collect``
+    import; a ``reward.json`` without ``reward`` is refused by `tasks check` with the way to declare it; the
+    acceptance declared at import (``--acceptance``) survives a re-import without it; each reward metric is a
+    figure of the report. A test script that hangs on the untouched environment fails before at the cost of one
+    timeout: `tasks check` says so, and a run's nop is rejected (the agent's failure), never an infrastructure
+    error."""
+    out = tmp_path / "imported"
+    common = ["--out", str(out / "tasks"), "--images", str(project / "images"),
+              "--base-image", "debian:bookworm-slim=base"]
+    res = cli("tasks", "import-harbor", str(MORE), *common, cwd=repo_root, check=0)
+    assert "imported 2 of 2 Harbor task(s)" in res.stdout, res.stdout + res.stderr
+    manifest = _more_manifest(project, out, tmp_path / "m.yaml")
+    res = cli("tasks", "check", str(manifest), "--replicates", "1", cwd=repo_root, check=1)
+    assert "has no metric 'reward'" in res.stdout and "--acceptance" in res.stdout, res.stdout
+    line = next(x for x in res.stdout.splitlines() if x.startswith("serve-ready"))
+    assert " ok " in line and "the untouched environment timed out (15s): counted as failing before" in line, line
+    cli("tasks", "import-harbor", str(MORE / "scored-report"), *common, "--force", "--acceptance",
+        "correctness>=1,style>=1", cwd=repo_root, check=0)
+    again = cli("tasks", "import-harbor", str(MORE / "scored-report"), *common, "--force", cwd=repo_root, check=0)
+    assert "acceptance 'correctness>=1,style>=1' kept from the grader folder this import replaces" in again.stdout
+    grader = yaml.safe_load((out / "graders" / "scored-report" / "grader.yaml").read_text())
+    assert grader["acceptance"] == "correctness>=1,style>=1"
+    bad = cli("tasks", "import-harbor", str(MORE / "scored-report"), *common, "--force", "--acceptance", "style=1",
+              cwd=repo_root, check=1)
+    assert "--acceptance: expected METRIC>=NUMBER" in bad.stderr and "Traceback" not in bad.stderr
+    res = cli("tasks", "check", str(manifest), "--replicates", "1", cwd=repo_root, check=0)
+    assert "task set ok: 2 of 2" in res.stdout, res.stdout
+    run = tmp_path / "run"
+    cli("run", str(manifest), "--out", str(run), cwd=repo_root, check=0)
+    assert outcomes(run) == {"scored-report/nop/0": "rejected", "scored-report/oracle/0": "accepted",
+                             "serve-ready/nop/0": "rejected", "serve-ready/oracle/0": "accepted"}
+    assert json.loads((run / "lock.json").read_text())["untouched_timeouts"] == ["serve-ready"]
+    shown = cli("show", str(run), "serve-ready/nop/0", cwd=repo_root, check=0).stdout
+    assert '"timed_out": true' in shown and "as it does on the untouched environment" in shown, shown
+    report = json.loads(cli("report", str(run), "--json", cwd=repo_root, check=0).stdout)
+    rewards = report["candidates"]["oracle"]["rewards"]
+    assert rewards["correctness"]["value"] == 1.0 and rewards["style"]["value"] == 1.0, rewards
+    assert report["candidates"]["nop"]["rewards"]["correctness"]["value"] == 0.0

@@ -289,6 +289,17 @@ def test_the_workdir_key_and_empty_requests_are_honoured(tmp_path):
     assert h.refusals == [] and h.workdir == "/app" and h.network == "any"
 
 
+def test_empty_artifacts_and_collect_as_harbor_init_writes_them_are_honoured(tmp_path):
+    """``artifacts = []`` and ``[verifier] collect = []`` ask for nothing; a list that names files is refused by
+    name (collecting them is not built)."""
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "task.toml").write_text('schema_version = "1.1"\nartifacts = []\n[verifier]\ncollect = []\n')
+    assert read_task_toml(tmp_path / "t").refusals == []
+    (tmp_path / "t" / "task.toml").write_text('schema_version = "1.1"\nartifacts = ["/app/out.log"]\n'
+                                              '[verifier]\ncollect = ["/logs/verifier/ctrf.json"]\n')
+    assert [r.field for r in read_task_toml(tmp_path / "t").refusals] == ["artifacts", "verifier.collect"]
+
+
 def test_home_moves_out_of_a_workspace_at_home_agent():
     from orchestrator.sandbox.base import home_for
 
@@ -502,3 +513,66 @@ def test_a_python3_in_the_workspace_is_asked_only_when_nothing_of_the_agents_sta
         box = _ProbeSandbox(f"{path}\ninside {real} /app/.venv/bin/python3\n")
         env_path, probed = _probe(box, "/app", {}, changed)
         assert env_path == path and "not asked" in probed["note"] and len(box.calls) == 1
+
+
+def test_acceptance_reads_one_condition_a_list_or_the_import_text():
+    """Every form a grader.yaml may hold means the same conditions; a reward is accepted when all hold."""
+    from orchestrator.tasks import Acceptance
+
+    forms = [{"metric": "correctness", "at_least": 1}, [{"metric": "correctness"}], "correctness>=1"]
+    assert {Acceptance.model_validate(f).text() for f in forms} == {"correctness>=1"}
+    two = GraderConfig.model_validate({"kind": "script", "tests": "tests",
+                                       "acceptance": "correctness>=1, performance>=0.5"}).acceptance
+    assert str(two) == "correctness ≥ 1 and performance ≥ 0.5" and two.metrics == ["correctness", "performance"]
+    assert two.holds({"correctness": 1.0, "performance": 0.5, "style": 0.0})
+    assert not two.holds({"correctness": 1.0, "performance": 0.4}) and not two.holds(None)
+    assert not two.holds({"correctness": 1.0}) and two.missing({"correctness": 1.0}) == ["performance"]
+    assert GraderConfig.model_validate({"kind": "script", "tests": "tests"}).acceptance.text() == "reward>=1"
+    for bad, words in (("correctness=1", "expected METRIC>=NUMBER"), ("a>=1,a>=2", "named twice"),
+                       ([{"metric": "a"}, {"metric": "a"}], "named twice"), ([], "at least 1"),
+                       ("a>=x", "expected METRIC>=NUMBER")):
+        with pytest.raises(ValueError, match=words):
+            Acceptance.model_validate(bad)
+
+
+class _RewardFiles:
+    """``script.read_regular`` on a dict of the reward folder's files (the logic of the read, no engine)."""
+
+    def __init__(self, files: dict[str, bytes | str]):
+        self.files = files
+
+    def __call__(self, sandbox, path: str, max_bytes: int):
+        name = path.rsplit("/", 1)[1]
+        got = self.files.get(name)
+        return ("absent", b"") if got is None else ("link", b"") if got == "link" else ("file", got)
+
+
+@pytest.mark.parametrize("files,acceptance,source,reward,problem", [
+    ({"reward.txt": b"1"}, None, "reward.txt", {"reward": 1.0}, None),
+    ({"reward.json": b'{"reward": 0}', "reward.txt": b"0"}, None, "reward.json", {"reward": 0.0}, None),
+    ({"reward.json": b'{"reward": 0, "x": 1}', "reward.txt": b"1"}, None, "reward.json", {"reward": 0.0, "x": 1.0},
+     "the script's two reward files disagree"),
+    ({"reward.json": b'{"correctness": 1, "performance": 0.7}', "reward.txt": b"0"},
+     "correctness>=1,performance>=0.5", "reward.json", {"correctness": 1.0, "performance": 0.7}, None),
+    ({"reward.json": b'{"correctness": 1, "performance": 0.7}'}, None, "reward.json",
+     {"correctness": 1.0, "performance": 0.7}, "no metric 'reward'"),
+    ({"reward.json": "link", "reward.txt": b"1"}, None, None, None, "not a regular file"),
+])
+def test_reward_json_is_read_first_and_both_files_must_agree(monkeypatch, tmp_path, files, acceptance, source,
+                                                             reward, problem):
+    from orchestrator.grading import script
+    from orchestrator.grading.runner import TestRun
+    from orchestrator.taskload import load_task
+
+    grader = {"kind": "script", "tests": "tests", "solution": None,
+              **({"acceptance": acceptance} if acceptance else {})}
+    folder, _ = _task_folder(tmp_path, {"workdir": "/app"}, grader)
+    task, problems = load_task(folder, tmp_path / "graders", ROOT / "images")
+    assert not problems, problems
+    monkeypatch.setattr(script, "read_regular", _RewardFiles(files))
+    run = TestRun()
+    script._read_reward(None, run, task)
+    assert (run.reward_source, run.reward) == (source, reward)
+    assert run.results_found
+    assert (problem is None and run.integrity == []) or (problem and any(problem in p for p in run.integrity)), \
+        run.integrity

@@ -449,3 +449,38 @@ def test_the_terminal_names_the_weakest_graders_and_says_when_none_was_measured(
                           "c": {"strength": None, "survivors": []}, "d": {"strength": 0.8, "survivors": ["m3"]}})
     assert lines == ["graders: strength measured on 3 of 4 task(s); weakest: b 0.50 (2 survived), d 0.80 (1 survived)"]
     assert grader_lines({"a": {"strength": 1.0, "survivors": []}})[0].endswith("every measured grader rejected every mutant")
+
+
+def test_every_reward_metric_is_a_figure_with_its_interval_and_its_missing_trials_counted(tmp_path):
+    """A script grader's named numbers: each metric per candidate, the mean over tasks of per-task means, with an
+    interval; a trial that wrote no reward is counted as without it, never as 0; excluded outcomes stay out."""
+    from orchestrator.rewards import reward_metrics
+    from orchestrator.summary import terminal
+
+    paths = RunPaths(tmp_path / "run")
+    store = Store(paths)
+    paths.lock.write_text("{}")
+    for i, t in enumerate(TASKS[:10]):
+        for r in range(2):
+            metrics = None if (t == "t00" and r == 1) else {"reward": float(i % 2), "performance": 0.1 * i + 0.05 * r}
+            crit = [{"name": "reward", "critical": True, "passed": bool(metrics and metrics["reward"] >= 1),
+                     "evidence": {"metrics": metrics, "acceptance": []}}]
+            record_trial(store, t, "new", r, bool(metrics and metrics["reward"] >= 1), crit)
+            record_trial(store, t, "base", r, False, [])
+    store.close()
+    m = Manifest.model_validate({"experiment": {"name": "r", "seed": 3},
+                                 "candidates": [{"name": "base", "agent": "nop"}, {"name": "new", "agent": "nop"}],
+                                 "execution": {"trials_per_task": 2}, "analysis": {"k": [1]}})
+    report = build_report(paths, m, {t: "easy" for t in TASKS[:10]}, {t: t for t in TASKS[:10]}, 40)
+    got = report["candidates"]["new"]["rewards"]
+    assert sorted(got) == ["performance", "reward"] and report["candidates"]["base"]["rewards"] == {}
+    perf = got["performance"]
+    assert (perf["tasks"], perf["trials"], perf["trials_without_it"]) == (10, 19, 1)
+    per_task = [0.0] + [0.1 * i + 0.025 for i in range(1, 10)]  # t00 has only its first trial
+    assert perf["value"] == pytest.approx(sum(per_task) / 10)
+    assert perf["interval"][0] < perf["value"] < perf["interval"][1] and perf["bounded_0_1"]
+    assert got["reward"]["value"] == pytest.approx(0.5)
+    assert f"    reward performance: {perf['value']:.3f} [" in terminal(report)
+    assert "19 trial(s); 1 trial(s) without it" in terminal(report)
+    rows = Store(paths).trials()
+    assert reward_metrics(rows, {"rejected"}, {t: t for t in TASKS}, 0.95)["reward"]["trials"] == 10

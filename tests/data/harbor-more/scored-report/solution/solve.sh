@@ -1,0 +1,2 @@
+#!/bin/bash
+printf '3\ndone\n' > /app/report.txt
