@@ -157,7 +157,8 @@ def render(report: dict[str, Any]) -> str:
                     f"({_esc(infra['allowed'])}): "
                     + _esc("; ".join(f"{e['trial']}: {e['reason']}" for e in infra["examples"])) + "</p>") + warnings
     cost_table, ablation_table, node_table = _cost_table(report), _ablation_table(report), _node_table(report)
-    cost_table = _model_side_table(report) + cost_table + _comparison_table(report)
+    cost_table = _model_side_table(report) + cost_table + _comparison_table(report) + _grader_figures(report) \
+        + _per_task_table(report)
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>trialbox report</title>
 <style>body{{font:14px system-ui,sans-serif;margin:24px;max-width:1100px}}figure{{display:inline-block;margin:8px}}
 figcaption{{font-weight:600;margin-bottom:4px}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px}}
@@ -269,3 +270,59 @@ def _node_table(report: dict[str, Any]) -> str:
                   f"across nodes; {_esc(nodes.get('lost_attempts', 0))} attempt(s) lost with a node</p><table><tr><th>node</th>"
                   f"<th>hardware</th><th>accepted</th><th>by candidate</th></tr>{node_rows}</table>")
     return node_table
+
+
+def _interval(e: dict[str, Any] | None) -> str:
+    if not e or e.get("value") is None:
+        return "n/a"
+    iv = e.get("interval")
+    return f"{e['value']:.3f}" + (f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv else "")
+
+
+def _grader_figures(report: dict[str, Any]) -> str:
+    """The figures that depend on the graders, per candidate: acceptance with the trials that carry an integrity
+    or tampering diagnostic counted as failures beside the plain one, the accepted trials near-identical to the
+    reference solution, and each named reward metric of script graders with its interval."""
+    rows = []
+    for n, c in report["candidates"].items():
+        hacks, near = c.get("hacks_counted_as_failures") or {}, c.get("near_identical") or {}
+        share = hacks.get("share_of_accepted")
+        near_share = near.get("share_of_accepted")
+        rewards = "; ".join(f"{m} {_interval(e)} ({e['trials']} trial(s)"
+                            + (f", {e['trials_without_it']} without it" if e.get("trials_without_it") else "") + ")"
+                            for m, e in (c.get("rewards") or {}).items())
+        rows.append(f"<tr><td>{_esc(n)}</td><td>{_esc(_interval(c['pass_at_k'].get('1')))}</td>"
+                    f"<td>{_esc(_interval((hacks.get('pass_at_k') or {}).get('1')))}</td>"
+                    f"<td>{_esc(hacks.get('accepted_with_diagnostic', 0))}"
+                    + (f" ({share:.0%})" if share is not None else "") + "</td>"
+                    f"<td>{_esc(near.get('accepted_near_identical', 0))}/{_esc(near.get('accepted_measured', 0))}"
+                    + (f" ({near_share:.0%})" if near_share is not None else "") + "</td>"
+                    f"<td>{_esc(rewards or '–')}</td></tr>")
+    return ("<h2>What the figures owe the graders</h2><table><tr><th>candidate</th><th>pass@1</th>"
+            "<th>pass@1, trials with an integrity or tampering diagnostic counted as failures</th>"
+            "<th>accepted with such a diagnostic</th><th>accepted near-identical to the reference</th>"
+            "<th>reward metrics (script graders)</th></tr>" + "".join(rows) + "</table>") if rows else ""
+
+
+def _per_task_table(report: dict[str, Any]) -> str:
+    """One row per task: each candidate's accepted/trials, the grader's strength (as the run's lock recorded it),
+    its survivors and whether the task is suspect (no agent solved it)."""
+    names = list(report["candidates"])
+    graders = report.get("graders") or {}
+    tasks = sorted({t for c in report["candidates"].values() for t in c.get("per_task") or {}} | set(graders))
+    if not tasks:
+        return ""
+    rows = []
+    for t in tasks:
+        g = graders.get(t) or {}
+        cells = "".join(
+            f"<td>{_esc(pt['accepted'])}/{_esc(pt['trials'])}</td>" if (pt := (report['candidates'][n].get('per_task')
+                                                                            or {}).get(t)) else "<td>–</td>"
+            for n in names)
+        strength = "not measured" if g.get("strength") is None else f"{g['strength']:.2f} of {g.get('mutants_graded')}"
+        rows.append(f"<tr><td>{_esc(t)}</td>{cells}<td>{_esc(strength)}</td>"
+                    f"<td>{_esc(', '.join(g.get('survivors') or []) or '–')}</td>"
+                    f"<td>{'suspect' if g.get('suspect') else ''}</td></tr>")
+    return ("<h2>Per task</h2><table><tr><th>task</th>" + "".join(f"<th>{_esc(n)}</th>" for n in names)
+            + "<th>grader strength (mutants rejected)</th><th>survivors</th><th>solved by no agent</th></tr>"
+            + "".join(rows) + "</table>")

@@ -484,3 +484,25 @@ def test_every_reward_metric_is_a_figure_with_its_interval_and_its_missing_trial
     assert "19 trial(s); 1 trial(s) without it" in terminal(report)
     rows = Store(paths).trials()
     assert reward_metrics(rows, {"rejected"}, {t: t for t in TASKS}, 0.95)["reward"]["trials"] == 10
+
+
+def test_the_html_page_has_the_per_task_table_and_the_figures_that_depend_on_the_graders(tmp_path):
+    """The static page gains a row per task (each candidate's accepted/trials, the grader's strength, survivors,
+    suspect) and the figures the graders shape; every name in it is escaped."""
+    import json
+
+    from orchestrator.html import render
+
+    paths = write_run(tmp_path, p_base=0.3, p_new=0.9)
+    strengths = {t: {"strength": 0.5, "graded": 4, "survivors": ["m<01>"], "checked_at": "x", "record": "r"}
+                 for t in TASKS[:2]}
+    paths.lock.write_text(json.dumps({"grader_strength": strengths}))
+    report = build_report(paths, manifest(min_delta=0.1), {t: "easy" for t in TASKS}, {t: t for t in TASKS},
+                          len(TASKS) * 6)
+    page = render(report)
+    assert "<h2>Per task</h2>" in page and "<h2>What the figures owe the graders</h2>" in page
+    row = page.split("<td>t00</td>", 1)[1].split("</tr>", 1)[0]
+    base, new = report["candidates"]["base"]["per_task"]["t00"], report["candidates"]["new"]["per_task"]["t00"]
+    assert row.startswith(f"<td>{base['accepted']}/{base['trials']}</td><td>{new['accepted']}/{new['trials']}</td>")
+    assert "<td>0.50 of 4</td><td>m&lt;01&gt;</td>" in row and "m<01>" not in page
+    assert page.split("<td>t05</td>", 1)[1].split("</tr>", 1)[0].count("not measured") == 1
