@@ -56,6 +56,17 @@ class TaskCheck:
         return not self.problems
 
 
+def checked_image(task: Task, images: dict[str, Any]) -> str:
+    """What a check of ``task`` ran on, as ``check_key`` takes it: the environment's image ID, and the grader's own
+    after a ``+`` when it has one (a new verifier image is a new check). ``images``: image IDs by key, or the lock's
+    ``images`` section."""
+    def of(key: str) -> str:
+        v = images[key]
+        return v["image_id"] if isinstance(v, dict) else v
+
+    return of(task.image_key) + (f"+{of(task.grader_image_key)}" if task.grader_recipe is not None else "")
+
+
 def check_key(task: Task, image_id: str) -> str:
     """What a check's verdict is valid for: the task, its repository, its grader, its image, and the trialbox that
     checked it (version and commit: another trialbox grades differently) with the grader's own tools."""
@@ -120,7 +131,7 @@ def require_checked(tasks: list[Task], lock: dict[str, Any], unchecked: bool) ->
     failed (always) and those never checked (unless ``unchecked``)."""
     failed, never, status = [], [], {}
     for t in tasks:
-        record = last_check(t, lock["images"][t.image_key]["image_id"])
+        record = last_check(t, checked_image(t, lock["images"]))
         if record is None:
             never.append(t.id)
             status[t.id] = "unchecked"
@@ -145,12 +156,12 @@ def grader_strengths(tasks: list[Task], lock: dict[str, Any]) -> dict[str, dict[
     record for the locked image: strength, mutants graded, survivors, when checked; None when never measured."""
     out: dict[str, dict[str, Any] | None] = {}
     for t in tasks:
-        record = last_check(t, lock["images"][t.image_key]["image_id"]) or {}
+        record = last_check(t, checked_image(t, lock["images"])) or {}
         s = record.get("strength")
         if isinstance(s, dict) and isinstance(s.get("graded"), int) and s["graded"] > 0:
             out[t.id] = {"strength": s.get("strength"), "graded": s["graded"],
                          "survivors": [v.get("id") for v in s.get("survivors") or [] if isinstance(v, dict)],
-                         "checked_at": record.get("checked_at"), "record": record_path(t, lock["images"][t.image_key]["image_id"]).name}
+                         "checked_at": record.get("checked_at"), "record": record_path(t, checked_image(t, lock["images"])).name}
         else:
             out[t.id] = None
     return out
@@ -161,7 +172,7 @@ def untouched_timeouts(tasks: list[Task], lock: dict[str, Any]) -> list[str]:
     records them: they decide whether a trial's timed-out grading is the agent's failure)."""
     out = []
     for t in tasks:
-        record = last_check(t, lock["images"][t.image_key]["image_id"]) or {}
+        record = last_check(t, checked_image(t, lock["images"])) or {}
         if record.get("ok") and record.get("untouched_times_out") is True:
             out.append(t.id)
     return sorted(out)

@@ -222,13 +222,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def _calibrate_graders(manifest: Path) -> int:
     """``calibrate --graders``: each task's grader from its recorded check (``graderrates``); exit 1 when no task
     of the manifest has a recorded check for its current inputs."""
-    from .checkrecords import last_check
+    from .checkrecords import checked_image, last_check
     from .graderrates import grader_rates, rates_lines
     from .lock import _images_section
 
     loaded, tasks = load_all(manifest)
     images = _images_section(connect_engine(), loaded.resolve(loaded.manifest.tasks.images), tasks)
-    records = {t.id: last_check(t, images[t.image_key]["image_id"]) for t in tasks}
+    records = {t.id: last_check(t, checked_image(t, images)) for t in tasks}
     never = sorted(t for t, r in records.items() if r is None)
     rates = grader_rates(records, {t.id: t.cluster for t in tasks}, loaded.manifest.analysis.confidence)
     echo(f"graders of {len(tasks)} task(s), from their recorded `tasks check` ({len(never)} with no check recorded "

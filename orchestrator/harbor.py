@@ -265,6 +265,47 @@ def _task_yaml(task_id: str, h: HarborTask, workdir: str, digest: str, source: P
     return doc
 
 
+VERIFIER = "verifier"
+"""The grader folder's recipe of a separate verifier image (``GraderConfig.image``)."""
+
+
+def _verifier_image(source: Path, h: HarborTask, result: Imported, base_images: dict[str, str],
+                    resolve: Callable[[str], str | None], recipe_id: Callable[[str], str]
+                    ) -> tuple[str, str | None, bool] | None:
+    """A separate verifier's image as Harbor resolves it: ``[verifier.environment] docker_image``, else one built
+    from ``tests/`` (its ``Dockerfile``, ``tests/`` the build context), else a copy of the task's environment
+    (trialbox's grader is that already: None). Its ``FROM`` is pinned as the environment's is. Returns the pinned
+    Dockerfile, the recipe it builds on, and whether ``tests/`` is its context."""
+    own = source / "tests" / "Dockerfile"
+    if not h.verifier_separate:
+        if own.is_file():
+            result.notes.append("tests/Dockerfile: not used, the verifier is not separate (Harbor builds it only for "
+                                "environment_mode = \"separate\"); trialbox grades in a container of the task's "
+                                "environment")
+        return None
+    if h.verifier_image is None and not own.is_file():
+        result.notes.append("verifier: separate, from a copy of the task's environment: trialbox's grader is a "
+                            "separate container of the task's environment")
+        return None
+    text = f"FROM {h.verifier_image}\n" if h.verifier_image is not None else own.read_text(errors="replace")
+    where = "verifier.environment.docker_image" if h.verifier_image is not None else "tests/Dockerfile"
+    pinned, parent = _pin_from(text, base_images, resolve, recipe_id,
+                               lambda f, why: result.refuse(h.name, where, why))
+    result.notes.append(f"verifier: separate, in its own image ({where}), built from the grader folder "
+                        f"({VERIFIER}/) and pinned in the lock; the agent never sees it")
+    return pinned, parent, h.verifier_image is None
+
+
+def _write_verifier(source: Path, out_grader: Path, dockerfile: str, parent: str | None, context: bool) -> None:
+    folder = out_grader / VERIFIER
+    if context:  # Harbor's build context for tests/Dockerfile is tests/
+        shutil.copytree(source / "tests", folder, symlinks=True)
+    else:
+        folder.mkdir()
+    (folder / "Dockerfile").write_text(dockerfile)
+    (folder / "environment.yaml").write_text(yaml.safe_dump({"from": parent or NO_PARENT}))
+
+
 def _kept_acceptance(grader_yaml: Path) -> str | None:
     """The acceptance of an earlier import's (or a person's) ``grader.yaml``, as ``--acceptance`` text; None when
     there is none or it does not read as one (the import then writes the default, and ``tasks check`` tells)."""
@@ -276,12 +317,14 @@ def _kept_acceptance(grader_yaml: Path) -> str | None:
         return None
 
 
-def _grader_yaml(h: HarborTask, has_solution: bool) -> dict[str, Any]:
+def _grader_yaml(h: HarborTask, has_solution: bool, verifier: bool = False) -> dict[str, Any]:
     doc: dict[str, Any] = {"kind": "script", "tests": "tests", "script": "test.sh", "tests_mount": "/tests",
                            "reward_dir": "/logs/verifier", "solution": "solution" if has_solution else None,
                            "env": h.verifier_env, "solution_env": h.solution_env}
     if h.acceptance:
         doc["acceptance"] = h.acceptance
+    if verifier:
+        doc["image"] = VERIFIER
     if h.verifier_timeout_s is not None:
         doc["timeout_seconds"] = h.verifier_timeout_s
     return doc
@@ -347,12 +390,15 @@ def import_task(source: Path, tasks_dir: Path, graders_dir: Path, images_dir: Pa
         result.notes.append("environment.docker_image: not used, the environment's Dockerfile is built (as Harbor "
                             "does for the local engine)")
     pinned, parent = _pin_from(text, base_images, resolve, recipe_id, lambda f, why: result.refuse(h.name, f, why))
+    verifier = _verifier_image(source, h, result, base_images, resolve, recipe_id)
     if result.refusals:
         return result
     for folder in (out_task, out_grader):
         shutil.rmtree(folder, ignore_errors=True)
     try:
         _write(source, out_task, out_grader, pinned, parent, env_dir if has_dockerfile else None)
+        if verifier is not None:
+            _write_verifier(source, out_grader, *verifier)
         _build_and_take(source, h, result, client, settings, images_dir, graders_dir, say)
     except (_Refused, ImageBuildError, tarfile.TarError, TrialboxError) as exc:
         if isinstance(exc, ImageBuildError):
@@ -392,7 +438,8 @@ def _build_and_take(source: Path, h: HarborTask, result: Imported, client: docke
     (out_task / "task.yaml").write_text(yaml.safe_dump(_task_yaml(result.task_id, h, workdir, digest, source),
                                                        sort_keys=False, allow_unicode=True))
     has_solution = (source / "solution" / "solve.sh").is_file()
-    (out_grader / "grader.yaml").write_text(yaml.safe_dump(_grader_yaml(h, has_solution), sort_keys=False))
+    verifier = (out_grader / VERIFIER / "Dockerfile").is_file()
+    (out_grader / "grader.yaml").write_text(yaml.safe_dump(_grader_yaml(h, has_solution, verifier), sort_keys=False))
     _, problems = load_task(out_task, graders_dir, images_dir)
     for p in problems:
         result.refuse(h.name, p.field, f"the imported task does not load: {p.message}")

@@ -60,6 +60,11 @@ class HarborTask:
     """``none`` (the task declares no network) or ``any`` (public: trialbox runs stricter, as its manifest says)."""
     acceptance: str | None = None
     """Not of ``task.toml``: the ``--acceptance`` the import was given or kept (``tasks.Acceptance``)."""
+    verifier_separate: bool = False
+    """``[verifier] environment_mode = "separate"`` (or a ``[verifier.environment]`` table): the verifier runs in an
+    image of its own, ``verifier_image`` or, without it, one built from ``tests/`` (its ``Dockerfile``)."""
+    verifier_image: str | None = None
+    """``[verifier.environment] docker_image``."""
     docker_image: str | None = None
     workdir: str | None = None
     """``[environment] workdir``: where the task's files are (else the image's WORKDIR)."""
@@ -233,14 +238,23 @@ def _verifier(task: HarborTask, table: Any) -> None:
     task.verifier_env = r.env("env")
     _no_user(r)
     mode = r.pop("environment_mode")
+    table = r.pop("environment")
     if mode not in (None, "shared", "separate"):
         r.refuse("environment_mode", f"expected shared or separate, got {mode!r}")
-    elif mode is not None:
-        r.note("environment_mode", f"{mode}: trialbox always grades in a separate container, from the task's "
+    elif mode == "shared" and table is not None:
+        r.refuse("environment", "a verifier environment with environment_mode = \"shared\" (Harbor refuses it too)")
+    elif mode == "shared":
+        r.note("environment_mode", "shared: trialbox always grades in a separate container, from the task's "
                                    "environment, with the final workspace handed over")
-    if r.pop("environment") is not None:
-        r.refuse("environment", "a separate verifier image cannot be honoured: the grader runs from the task's "
-                                "environment image")
+    task.verifier_separate = mode == "separate" or (mode is None and table is not None)
+    if table is not None:
+        v = _Reader(task, "verifier.environment", table)
+        image = v.pop("docker_image")
+        if image is not None:
+            task.verifier_image = str(image)
+        for key in list(v.table):
+            v.refuse(key, "only docker_image of a separate verifier's environment can be honoured (the grader's "
+                          "limits and network are trialbox's)")
     if r.pop("collect"):  # `collect = []`, as `harbor init` writes it, asks for nothing
         r.refuse("collect", "collecting files of the grader into the run folder is not built: trialbox keeps the "
                             "grader's output and the reward only")

@@ -94,15 +94,19 @@ def trial_specs(loaded: LoadedManifest, tasks: list[Task], lock: dict[str, Any],
     by_name = {c.name: c for c in m.candidates}
     planned = plan([t.id for t in tasks], [c.name for c in m.candidates], ex.trials_per_task, m.experiment.seed,
                    ex.order)
-    def image(task: Task, candidate: str) -> tuple[str, str | None]:
-        """The agent's image (its layer on the environment, when it has one) and the grader's (the environment)."""
+    def image(task: Task, candidate: str) -> tuple[str, str | None, bool]:
+        """The agent's image (its layer on the environment, when it has one), the grader's (the grader's own
+        image when it names one, else the environment; None when it is the agent's) and whether it is a layer."""
         environment = lock["images"][task.image_key]["image_id"]
+        grader = lock["images"][task.grader_image_key]["image_id"]
         layer = (lock.get("agent_images") or {}).get(candidate, {}).get(task.image_key)
-        return (layer["image_id"], environment) if layer else (environment, None)
+        agent = layer["image_id"] if layer else environment
+        return agent, (grader if grader != agent else None), bool(layer)
 
     return [TrialSpec(p.trial_id, run_id, by_task[p.task], by_name[p.candidate], p.replicate, agent_image,
-                      m.environment, task_limits(limits, by_task[p.task]), block=p.block, grader_image_id=grader_image)
-            for p in planned for agent_image, grader_image in [image(by_task[p.task], p.candidate)]]
+                      m.environment, task_limits(limits, by_task[p.task]), block=p.block, grader_image_id=grader_image,
+                      agent_layered=layered)
+            for p in planned for agent_image, grader_image, layered in [image(by_task[p.task], p.candidate)]]
 
 
 def task_limits(limits: BudgetLimits, task: Task) -> BudgetLimits:

@@ -88,6 +88,7 @@ def _tasks_section(tasks: list[Task], settings: Settings) -> dict[str, Any]:
 def _images_section(client: docker.DockerClient, images_dir: Path, tasks: list[Task]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     recipes = {t.image_key: t.recipe for t in tasks}
+    recipes |= {t.grader_recipe.key: t.grader_recipe for t in tasks if t.grader_recipe is not None}  # graders' own
     for name in sorted(recipes):
         try:
             rec = resolve_recipe(client, images_dir, recipes[name])

@@ -60,14 +60,17 @@ def says_gone(text: str | None) -> bool:
 
 
 def image_name(spec: Any, image_id: str) -> str:
-    """The image as the run's lock names it: ``images.<environment>`` for the task's environment (the grader's
-    image, and the agent's when it has no layer), ``agent_images.<candidate>.<environment>`` for an agent's layer;
-    the ID alone when it is neither of the trial's images."""
+    """The image as the run's lock names it: ``images.<environment>`` for the task's environment (the agent's when
+    it has no layer, the grader's unless it has its own), ``agent_images.<candidate>.<environment>`` for an agent's
+    layer, ``images.<task>:grader:<folder>`` for a grader's own image; the ID alone when it is none of the trial's
+    images."""
     key = spec.task.image_key
-    if spec.grader_image_id is not None and image_id == spec.image_id:
-        return f"agent_images.{spec.candidate.name}.{key}"
-    if image_id in (spec.image_id, spec.grader_image):
-        return f"images.{key}"
+    if spec.grader_image_id is not None and image_id == spec.grader_image_id and image_id != spec.image_id:
+        return f"images.{getattr(spec.task, 'grader_image_key', key)}"
+    if image_id == spec.image_id:
+        layered = spec.agent_layered if getattr(spec, "agent_layered", None) is not None else \
+            spec.grader_image_id is not None and getattr(spec.task, "grader_recipe", None) is None
+        return f"agent_images.{spec.candidate.name}.{key}" if layered else f"images.{key}"
     return image_id
 
 

@@ -81,7 +81,7 @@ from .settings import load_settings
 from .report import INTEGRITY_CRITERIA
 from .store import FINAL_WORKSPACE, RunPaths
 from .tasks import Task, git_env
-from .checkrecords import TaskCheck, record_path, reusable_check, save_check
+from .checkrecords import TaskCheck, checked_image, record_path, reusable_check, save_check
 from .diagnosis import criterion_detail, log_cause, untouched_problems
 from .mutants import candidates as mutant_candidates, counted as mutants_counted, draw as draw_mutants
 from .textsafe import printable
@@ -144,8 +144,9 @@ def _image_leaks(sandboxes: SandboxFactory, image_id: str, held: dict[str, bytes
 
 # --------------------------------------------------------------------------- one task
 def check_task(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str, replicates: int, folder: Path,
-               notes: dict | None = None, mutants: int = 0) -> list[str]:
-    """Every problem of one task, the root cause first (steps that depend on a failed one are not run). ``notes``
+               notes: dict | None = None, mutants: int = 0, grader_image: str | None = None) -> list[str]:
+    """Every problem of one task, the root cause first (steps that depend on a failed one are not run); the grader
+    runs in ``grader_image`` when the grader names its own (``GraderConfig.image``), else in ``image_id``. ``notes``
     gets ``sealed`` (``sealing``) once the untouched repository ran, and ``strength`` (``grader_strength``, with
     ``mutants`` > 0) once the oracle and nop were judged right."""
     problems: list[str] = []
@@ -172,13 +173,13 @@ def check_task(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: 
     limits = GraderLimits(memory_limit_mb=loaded.manifest.environment.memory_limit_mb,
                           runtime=loaded.manifest.environment.runtime)
     if g.kind == "script":
-        runs = [run_script(sandboxes, image_id, original, task, limits, "tb-taskcheck")]
+        runs = [run_script(sandboxes, grader_image or image_id, original, task, limits, "tb-taskcheck")]
         if runs[0].timed_out:  # failing before, at the cost of one timeout: not run again, nor nop's grading
             task = task.model_copy(update={"untouched_times_out": True})
             if notes is not None:
                 notes["untouched_times_out"] = task.grader.timeout_seconds or limits.timeout_s
         else:
-            runs.append(run_script(sandboxes, image_id, original, task, limits, "tb-taskcheck"))
+            runs.append(run_script(sandboxes, grader_image or image_id, original, task, limits, "tb-taskcheck"))
     else:
         runs = [run_tests(sandboxes, image_id, compose(original, original, task), task, nodes, limits,
                           "tb-taskcheck") for _ in range(2)]
@@ -187,14 +188,16 @@ def check_task(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: 
         notes["sealed"] = sealing(task, runs)
     if before:
         return before + problems
-    problems += _agents(task, loaded, host, image_id, replicates, folder, runs, nop=not task.untouched_times_out)
+    problems += _agents(task, loaded, host, image_id, replicates, folder, runs, nop=not task.untouched_times_out,
+                        grader_image=grader_image)
     if not problems:
         alternatives: dict = {}
-        problems += _alternatives(task, loaded, host, image_id, folder, alternatives)
+        problems += _alternatives(task, loaded, host, image_id, folder, alternatives, grader_image)
         if notes is not None and alternatives:
             notes["alternatives"] = alternatives
     if mutants > 0 and not problems and notes is not None:
-        notes["strength"] = grader_strength(task, loaded, host, image_id, folder, original.files, mutants)
+        notes["strength"] = grader_strength(task, loaded, host, image_id, folder, original.files, mutants,
+                                            grader_image)
     return problems
 
 
@@ -203,17 +206,18 @@ ALTERNATIVES = "alternatives"
 
 
 def _patch_trial(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str, paths: RunPaths, run_id: str,
-                 patch_file: Path, label: str):
+                 patch_file: Path, label: str, grader_image: str | None = None):
     """One trial of ``task`` whose oracle applies ``patch_file`` (on the host) instead of the reference solution,
     graded as every trial is; its verdict."""
     changed = task.model_copy(update={"grader": task.grader.model_copy(update={"solution": patch_file.resolve()})})
     spec = TrialSpec(f"{task.id}/{label}", run_id, changed, OracleCandidate(name=label.split("/")[0], agent="oracle"),
-                     0, image_id, loaded.manifest.environment, BudgetLimits(deadline_seconds=600))
+                     0, image_id, loaded.manifest.environment, BudgetLimits(deadline_seconds=600),
+                     grader_image_id=grader_image, agent_layered=False)
     return run_trial(spec, loaded, host, paths).verdict
 
 
 def _alternatives(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str, folder: Path,
-                  record: dict | None = None) -> list[str]:
+                  record: dict | None = None, grader_image: str | None = None) -> list[str]:
     """Every alternative correct solution in the grader folder accepted (each a patch, applied by the oracle through
     the host as the reference is, for either kind of grader); each one refused is a problem naming the criteria and
     tests that failed (a grader that rejects correct work)."""
@@ -224,7 +228,8 @@ def _alternatives(task: Task, loaded: LoadedManifest, host: SandboxHost, image_i
     out = record if record is not None else {}
     out.update(total=len(found), accepted=[], rejected=[], not_graded=[])
     for patch in found:
-        verdict = _patch_trial(task, loaded, host, image_id, paths, run_id, patch, f"alternative/{patch.stem}")
+        verdict = _patch_trial(task, loaded, host, image_id, paths, run_id, patch, f"alternative/{patch.stem}",
+                               grader_image)
         if verdict.accepted:
             out["accepted"].append(patch.name)
             continue
@@ -239,7 +244,7 @@ def _alternatives(task: Task, loaded: LoadedManifest, host: SandboxHost, image_i
 
 
 def grader_strength(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str, folder: Path,
-                    files: dict[str, bytes], count: int) -> dict:
+                    files: dict[str, bytes], count: int, grader_image: str | None = None) -> dict:
     """Up to ``count`` mutants of the reference solution (``orchestrator.mutants``), each applied by the oracle through the
     host and graded in a fresh grader container, exactly as a trial (one agent container and one grader each). A
     mutant the grader accepts *survived*: a wrong fix it lets through, unless the mutant is equivalent (a person
@@ -268,7 +273,8 @@ def grader_strength(task: Task, loaded: LoadedManifest, host: SandboxHost, image
     for mutant in made:
         patch_file = where / f"{mutant.id}.patch"
         patch_file.write_text(mutant.patch, errors="surrogateescape")
-        verdict = _patch_trial(task, loaded, host, image_id, paths, run_id, patch_file, f"mutant/{mutant.id}")
+        verdict = _patch_trial(task, loaded, host, image_id, paths, run_id, patch_file, f"mutant/{mutant.id}",
+                               grader_image)
         failing = [c.name for c in verdict.criteria if c.critical and not c.passed]
         outcome = "survived" if verdict.accepted else "rejected" if verdict.outcome.value == "rejected" else "not graded"
         entry = {**mutant.summary(), "outcome": outcome, "failing": failing}
@@ -361,7 +367,7 @@ def sealing_line(sealed: dict | None) -> str:
 
 
 def _agents(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str, replicates: int, folder: Path,
-            runs: list[TestRun], nop: bool = True) -> list[str]:
+            runs: list[TestRun], nop: bool = True, grader_image: str | None = None) -> list[str]:
     """The oracle accepted on every replicate, nop never; outcomes stable across identical runs. Without ``nop``
     (the untouched environment timed out: nop's grading would be the same run, one more timeout), nop is not run:
     the untouched run already showed it fails."""
@@ -373,10 +379,11 @@ def _agents(task: Task, loaded: LoadedManifest, host: SandboxHost, image_id: str
     limits = BudgetLimits(deadline_seconds=600)
     m = loaded.manifest
     specs = [TrialSpec(f"{task.id}/oracle/{i}", run_id, task, OracleCandidate(name="oracle", agent="oracle"), i,
-                       image_id, m.environment, limits) for i in range(replicates)]
+                       image_id, m.environment, limits, grader_image_id=grader_image, agent_layered=False)
+             for i in range(replicates)]
     if nop:
         specs.append(TrialSpec(f"{task.id}/nop/0", run_id, task, NopCandidate(name="nop", agent="nop"), 0, image_id,
-                               m.environment, limits))
+                               m.environment, limits, grader_image_id=grader_image, agent_layered=False))
     solution_failures = []
     for spec in specs:
         result = run_trial(spec, loaded, host, paths)
@@ -443,13 +450,20 @@ def build_environments(loaded: LoadedManifest, tasks: list[Task], client, say: C
         if key in errors:
             failed[task.id] = errors[key]
             continue
-        try:
-            build_recipe(client, images_dir, task.recipe, load_settings(), say, built)
-        except (ImageBuildError, TrialboxError) as exc:
-            tail = "\n".join(getattr(exc, "log_tail", "").splitlines()[-12:])
-            errors[key] = f"environment {key} does not build: {exc.message.splitlines()[0]}" + (
-                "\n      build log (tail):\n      " + tail.replace("\n", "\n      ") if tail else "")
-            failed[task.id] = errors[key]
+        for what, recipe in (("environment", task.recipe), ("grader image", task.grader_recipe)):
+            if recipe is None:
+                continue
+            if recipe.key in errors:
+                failed[task.id] = errors[recipe.key]
+                break
+            try:
+                build_recipe(client, images_dir, recipe, load_settings(), say, built)
+            except (ImageBuildError, TrialboxError) as exc:
+                tail = "\n".join(getattr(exc, "log_tail", "").splitlines()[-12:])
+                errors[recipe.key] = f"{what} {recipe.key} does not build: {exc.message.splitlines()[0]}" + (
+                    "\n      build log (tail):\n      " + tail.replace("\n", "\n      ") if tail else "")
+                failed[task.id] = errors[recipe.key]
+                break
     return built, failed
 
 
@@ -497,7 +511,9 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
             def one(task: Task) -> TaskCheck:
                 start = time.monotonic()
                 image_id = image_ids[task.image_key]
-                recorded = None if again else reusable_check(task, image_id, replicates, mutants)
+                grader_image = image_ids[task.grader_image_key] if task.grader_recipe is not None else None
+                checked = checked_image(task, image_ids)
+                recorded = None if again else reusable_check(task, checked, replicates, mutants)
                 if recorded is not None:
                     say(f"{task.id:32s} ok  (checked {printable(str(recorded.get('checked_at')))} with "
                         f"{recorded['replicates']} replicate(s), the same inputs: reused; --again checks it again"
@@ -507,7 +523,7 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                 notes: dict = {}
                 try:
                     problems = check_task(task, loaded, host, image_id, replicates, Path(tmp) / task.id, notes,
-                                          mutants)
+                                          mutants, grader_image)
                 except GraderInfraError as exc:  # a TrialboxError too: the more specific account first
                     problems = [f"the grader could not run on this task ({exc.kind}): {exc.detail[-500:]}"]
                 except TrialboxError as exc:
@@ -538,7 +554,7 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                                   alternatives=notes.get("alternatives"),
                                   untouched_times_out="untouched_times_out" in notes)
                 try:
-                    save_check(task, image_id, check, replicates)
+                    save_check(task, checked, check, replicates)
                 except Exception as exc:  # unrecorded, `run` treats it as never checked
                     check = TaskCheck(task.id, [*check.problems, f"its verdict could not be recorded: {_raised(exc)}"],
                                       check.seconds, sealed=check.sealed, strength=check.strength,
@@ -548,7 +564,7 @@ def check_tasks(loaded: LoadedManifest, tasks: list[Task], client: docker.Docker
                 more = "".join(f"\n{'':32s}          {printable(p)}" for p in check.problems[1:shown])
                 if len(check.problems) > shown:
                     more += (f"\n{'':32s}          … and {len(check.problems) - shown} more "
-                             f"(every one in {record_path(task, image_id)})")
+                             f"(every one in {record_path(task, checked)})")
                 if kept_note and check.ok:
                     more += f"\n{'':32s}          {printable(kept_note)}"
                 timeout = (f"; the untouched environment timed out ({notes['untouched_times_out']:g}s): counted as "

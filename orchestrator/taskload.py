@@ -162,10 +162,29 @@ def load_task(folder: Path, graders_dir: Path, images_dir: Path) -> tuple[Task |
     recipe, runtime, env_problems = _environment(config, grader, folder.absolute(), images_dir,
                                                  str(folder / "task.yaml"), str(gfolder / "grader.yaml"))
     problems += env_problems + check_task_folder(config, grader, folder.absolute(), gfolder.absolute())
+    grader_recipe = None
+    if grader.image is not None:
+        grader_recipe, image_problems = _grader_recipe(config, grader, gfolder.absolute(), images_dir,
+                                                       str(gfolder / "grader.yaml"))
+        problems += image_problems
     if recipe is None or runtime is None or problems:
         return None, problems
     return Task(config=config, folder=folder.absolute(), grader=grader, grader_folder=gfolder.absolute(),
-                recipe=recipe, runtime=runtime), problems
+                recipe=recipe, runtime=runtime, grader_recipe=grader_recipe), problems
+
+
+def _grader_recipe(config: TaskConfig, grader: GraderConfig, gfolder: Path, images_dir: Path, gf: str
+                   ) -> tuple[Recipe | None, list[Problem]]:
+    """The grader's own image recipe (``GraderConfig.image``): a folder of the grader folder, for a script grader."""
+    if grader.kind != "script":
+        return None, [Problem(gf, "image", "only a script grader may run in an image of its own (a pytest grader "
+                                           "installs and runs the repository's tests in the task's environment)")]
+    try:
+        recipe = load_recipe(f"{config.id}:grader:{grader.image}", gfolder / grader.image)
+        recipe_chain(images_dir, recipe)
+    except ConfigError as exc:
+        return None, [Problem(gf, "image", exc.message)]
+    return recipe, []
 
 
 def select_folders(tasks_dir: Path, patterns: list[str]) -> list[Path]:

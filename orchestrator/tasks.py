@@ -245,6 +245,11 @@ class GraderConfig(Model):
     """``script`` kind: which reward is accepted (default: ``reward`` at least 1; several metrics: all of them)."""
     timeout_seconds: float | None = Field(default=None, gt=0)
     """The test run's time limit (Harbor's ``[verifier] timeout_sec``); default trialbox's grader limit."""
+    image: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.@+-]+$")
+    """``script`` kind: a recipe folder of the grader folder (a ``Dockerfile``, its ``environment.yaml``) whose
+    image the grader runs in, instead of the task's environment: Harbor's separate verifier image. Held out like
+    the tests (it is built from the grader folder, never given to the agent); the final workspace is handed over
+    at the task's workdir as always; the lock pins it beside the environment."""
     env: dict[str, str] = {}
     """``script`` kind: variables of the test script only (Harbor's ``[verifier] env``)."""
     solution_script: str = "solve.sh"
@@ -290,6 +295,8 @@ class Task(BaseModel):
     """The environment's recipe (its chain resolves to the image the task runs in)."""
     runtime: Runtime
     """Variables, Python path, install step, plugins and test command, for the sandbox and the grader."""
+    grader_recipe: Recipe | None = None
+    """The grader's own image (``GraderConfig.image``); None: the grader runs in the task's environment."""
     untouched_times_out: bool = False
     """Learnt, never declared: the task's last passed ``tasks check`` saw its script grader time out on the untouched
     environment (its tests wait for what the change makes) while the oracle passed in time. A trial whose grading
@@ -300,6 +307,12 @@ class Task(BaseModel):
     def image_key(self) -> str:
         """The key of the task's image in the lock's ``images`` section."""
         return self.recipe.key
+
+    @property
+    def grader_image_key(self) -> str:
+        """The key of the grader's image in the lock's ``images`` section (the environment's unless the grader
+        names its own)."""
+        return self.grader_recipe.key if self.grader_recipe is not None else self.recipe.key
 
     @property
     def id(self) -> str:

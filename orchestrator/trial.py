@@ -88,7 +88,11 @@ class TrialSpec:
     previous_attempts: tuple[PreviousAttempt, ...] = ()
     """The attempts this one replaces (their cost None when lost with their node)."""
     grader_image_id: str | None = None
-    """The grader's image when the agent's differs (an agent layer on the environment): the environment's."""
+    """The grader's image when the agent's differs: the environment's (under an agent layer), or the grader's own
+    (``GraderConfig.image``)."""
+    agent_layered: bool | None = None
+    """The agent's image is its layer on the environment (``agent_images`` of the lock); None: not said (then a
+    grader image of another ID, on a task whose grader has no image of its own, means a layer)."""
 
     @property
     def grader_image(self) -> str:

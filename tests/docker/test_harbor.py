@@ -5,6 +5,7 @@ against agents that try to be accepted without doing the work."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,7 @@ def test_every_refusal_is_one_clear_line_and_nothing_is_written(project, repo_ro
         "allowlist": "no allowlist network policy", "base-image-absent": "the engine does not have this image",
         "compose": "multi-service compose", "gpus": "no GPU", "multi-step": "multi-step task",
         "no-workdir": "no working directory", "prebuilt-image-absent": "the engine does not have this image",
-        "run-as-user": "unprivileged sandbox user", "separate-verifier-image": "separate verifier image",
+        "run-as-user": "unprivileged sandbox user", "separate-verifier-image": "only docker_image",
         "unknown-field": "not a field trialbox knows", "windows": "Linux containers"}
     by_task = {name: [line for line in lines if line.startswith(f"refused {name}: ")] for name in expected}
     for name, words in expected.items():
@@ -352,7 +353,8 @@ MORE = Path(__file__).resolve().parents[1] / "data" / "harbor-more"
 def _more_manifest(project: Path, out: Path, path: Path) -> Path:
     manifest = yaml.safe_load((project / "examples" / "harbor.yaml").read_text())
     manifest["tasks"] = {"path": str(out / "tasks"), "graders": str(out / "graders"),
-                         "images": str(project / "images"), "select": ["serve-ready", "scored-report"]}
+                         "images": str(project / "images"),
+                         "select": ["serve-ready", "scored-report", "checked-apart"]}
     manifest["execution"]["trials_per_task"] = 1
     manifest["analysis"]["k"] = [1]
     path.write_text(yaml.safe_dump(manifest))
@@ -371,7 +373,11 @@ def test_multi_reward_acceptance_survives_reimport_and_a_hanging_untouched_run_f
     common = ["--out", str(out / "tasks"), "--images", str(project / "images"),
               "--base-image", "debian:bookworm-slim=base"]
     res = cli("tasks", "import-harbor", str(MORE), *common, cwd=repo_root, check=0)
-    assert "imported 2 of 2 Harbor task(s)" in res.stdout, res.stdout + res.stderr
+    assert "imported 3 of 3 Harbor task(s)" in res.stdout, res.stdout + res.stderr
+    assert "verifier: separate, in its own image (tests/Dockerfile)" in res.stdout
+    assert yaml.safe_load((out / "graders" / "checked-apart" / "grader.yaml").read_text())["image"] == "verifier"
+    assert (out / "graders" / "checked-apart" / "verifier" / "expected.txt").is_file()  # tests/ is its context
+    assert not list((out / "tasks" / "checked-apart").rglob("expected.txt"))
     manifest = _more_manifest(project, out, tmp_path / "m.yaml")
     res = cli("tasks", "check", str(manifest), "--replicates", "1", cwd=repo_root, check=1)
     assert "has no metric 'reward'" in res.stdout and "--acceptance" in res.stdout, res.stdout
@@ -387,12 +393,20 @@ def test_multi_reward_acceptance_survives_reimport_and_a_hanging_untouched_run_f
               cwd=repo_root, check=1)
     assert "--acceptance: expected METRIC>=NUMBER" in bad.stderr and "Traceback" not in bad.stderr
     res = cli("tasks", "check", str(manifest), "--replicates", "1", cwd=repo_root, check=0)
-    assert "task set ok: 2 of 2" in res.stdout, res.stdout
+    assert "task set ok: 3 of 3" in res.stdout, res.stdout  # checked-apart's checker exists in its verifier only
     run = tmp_path / "run"
     cli("run", str(manifest), "--out", str(run), cwd=repo_root, check=0)
     assert outcomes(run) == {"scored-report/nop/0": "rejected", "scored-report/oracle/0": "accepted",
-                             "serve-ready/nop/0": "rejected", "serve-ready/oracle/0": "accepted"}
-    assert json.loads((run / "lock.json").read_text())["untouched_timeouts"] == ["serve-ready"]
+                             "serve-ready/nop/0": "rejected", "serve-ready/oracle/0": "accepted",
+                             "checked-apart/nop/0": "rejected", "checked-apart/oracle/0": "accepted"}
+    lock = json.loads((run / "lock.json").read_text())
+    assert lock["untouched_timeouts"] == ["serve-ready"]
+    verifier = lock["images"]["checked-apart:grader:verifier"]["image_id"]
+    environment = lock["images"][lock["tasks"]["checked-apart"]["image"]]["image_id"]
+    assert verifier.startswith("sha256:") and verifier != environment
+    oracle = json.loads(sqlite3.connect(run / "results.sqlite").execute(
+        "SELECT result FROM trials WHERE id = 'checked-apart/oracle/0'").fetchone()[0])
+    assert oracle["grader_image_id"] == verifier and oracle["image_id"] == environment
     shown = cli("show", str(run), "serve-ready/nop/0", cwd=repo_root, check=0).stdout
     assert '"timed_out": true' in shown and "as it does on the untouched environment" in shown, shown
     report = json.loads(cli("report", str(run), "--json", cwd=repo_root, check=0).stdout)

@@ -51,7 +51,7 @@ def test_sizes(value, mb):
     ("multi-step", "steps", "multi-step task"),
     ("unknown-field", "environment.fancy_sidecar", "not a field trialbox knows"),
     ("run-as-user", "agent.user", "unprivileged sandbox user"),
-    ("separate-verifier-image", "verifier.environment", "separate verifier image"),
+    ("separate-verifier-image", "verifier.environment.cpus", "only docker_image"),
     ("windows", "environment.os", "Linux containers"),
 ])
 def test_what_cannot_be_honoured_is_refused_once_with_its_reason(case, field, words):
@@ -64,9 +64,18 @@ def test_a_public_network_or_a_separate_verifier_mode_is_a_note_not_a_refusal(tm
     (tmp_path / "t" / "task.toml").write_text('schema_version = "1.3"\n[environment]\nnetwork_mode = "public"\n'
                                               '[verifier]\nenvironment_mode = "separate"\n')
     h = read_task_toml(tmp_path / "t")
-    assert h.refusals == [] and h.network == "any"
+    assert h.refusals == [] and h.network == "any" and h.verifier_separate and h.verifier_image is None
     assert any("stricter than the task allows" in n for n in h.notes)
-    assert any("always grades in a separate container" in n for n in h.notes)
+    (tmp_path / "t" / "task.toml").write_text('schema_version = "1.3"\n[verifier]\nenvironment_mode = "shared"\n')
+    h = read_task_toml(tmp_path / "t")
+    assert not h.verifier_separate and any("always grades in a separate container" in n for n in h.notes)
+    (tmp_path / "t" / "task.toml").write_text('schema_version = "1.3"\n[verifier.environment]\n'
+                                              'docker_image = "checker:1"\n')
+    h = read_task_toml(tmp_path / "t")
+    assert h.refusals == [] and h.verifier_separate and h.verifier_image == "checker:1"
+    (tmp_path / "t" / "task.toml").write_text('schema_version = "1.3"\n[verifier]\nenvironment_mode = "shared"\n'
+                                              '[verifier.environment]\ndocker_image = "checker:1"\n')
+    assert [r.field for r in read_task_toml(tmp_path / "t").refusals] == ["verifier.environment"]
 
 
 def test_a_verifier_that_needs_the_network_is_refused(tmp_path):
