@@ -2,8 +2,10 @@
 
 ``scan`` looks at every changed file, the *names* of new files, folders and links, and link targets: as Latin-1 (no
 byte is lost), as UTF-16 and UTF-32 (either byte order, any alignment) and EBCDIC; as decimal, octal and escaped
-numbers; it opens compressed streams wherever their signature appears (gzip, zlib, bzip2, xz, lzma, and every zip
-member by its local header, so every member of every archive, concatenated archives included) and base64, base85
+numbers; it opens compressed streams wherever their signature appears (gzip; zlib with any window and level; bzip2;
+xz; ``.lzma`` whose dictionary size is one an encoder writes, ``LZMA_DICTIONARIES``; and every zip member by its
+local header, flagged encrypted or not, so every member of every archive, concatenated archives included; never
+raw deflate or raw LZMA, which have no signature to find) and base64, base85
 or hex runs, recursively, within ``ScanBounds``. In every text it finds canaries as ``canaries.find`` does.
 
 Reaching a bound is recorded (``Scan.bounds_reached``): what lies beyond it was not seen, so it can never be read as
@@ -95,9 +97,26 @@ class _Budget:
             raise _Stop
 
 
-_MAGIC = re.compile(rb"\x1f\x8b\x08|\x78[\x01\x5e\x9c\xda]|BZh[1-9]1AY&SY|\xfd7zXZ\x00|\x5d\x00\x00|PK\x03\x04")
-_SIGNATURES = (b"\x1f\x8b\x08", b"\x78\x01", b"\x78\x5e", b"\x78\x9c", b"\x78\xda", b"1AY&SY", b"\xfd7zXZ\x00",
-               b"\x5d\x00\x00", b"PK\x03\x04")
+ZLIB_HEADERS = tuple(bytes([cmf, flg]) for cmf in range(0x08, 0x80, 0x10) for flg in range(256)
+                     if not flg & 0x20 and (cmf << 8 | flg) % 31 == 0)
+"""Every zlib header a decoder takes (RFC 1950): deflate, any window from 256 bytes to 32 KiB, any level, no
+preset dictionary (a stream that needs one cannot be read without it). The fifteenth review hid a canary in a
+stream with a smaller window (``28 cf``, ``68 de``), which a list of the usual ``78 xx`` headers missed."""
+LZMA_DICTIONARIES = tuple(sorted({1 << n for n in range(12, 31)} | {3 << (n - 1) for n in range(12, 31)}))
+"""The dictionary sizes an ``.lzma`` header names when an encoder writes it: 2^n or 3·2^(n-1) (liblzma, 7-Zip and
+Python's ``lzma`` round to these). Found by them, with a properties byte (lc, lp, pb) before them, whatever it is,
+and by the usual properties (``5d``) before any dictionary size that is a multiple of 64 KiB: a stream with other
+properties *and* another dictionary size is not opened (the README's limit)."""
+_LZMA_SIZES = tuple(d.to_bytes(4, "little") for d in LZMA_DICTIONARIES)
+_MAGIC = re.compile(rb"\x1f\x8b\x08|" + b"|".join(re.escape(h) for h in ZLIB_HEADERS)
+                    + rb"|BZh[1-9]1AY&SY|\xfd7zXZ\x00|[\x00-\xe0](?:" + b"|".join(re.escape(d) for d in _LZMA_SIZES)
+                    + rb")|\x5d\x00\x00|PK\x03\x04", re.S)
+_SIGNATURES = (b"\x1f\x8b\x08", *ZLIB_HEADERS, b"1AY&SY", b"\xfd7zXZ\x00", *_LZMA_SIZES, b"\x5d\x00\x00",
+               b"PK\x03\x04")
+
+
+_LZMA_SET = frozenset(_LZMA_SIZES)
+_ZLIB_SET = frozenset(ZLIB_HEADERS)
 
 
 def _signatures(data: bytes, cap: int) -> list[int]:
@@ -110,18 +129,22 @@ def _signatures(data: bytes, cap: int) -> list[int]:
             if sig == b"1AY&SY":  # bzip2: BZh, a level digit, then this
                 if at >= 4 and data[at - 4:at - 1] == b"BZh" and 0x31 <= data[at - 1] <= 0x39:
                     found.append(at - 4)
+            elif sig in _LZMA_SET:  # .lzma: the properties byte (lc + 9 lp + 45 pb < 225) before the dictionary
+                if at >= 1 and data[at - 1] < 225:
+                    found.append(at - 1)
             else:
                 found.append(at)
             at = data.find(sig, at + 1)
-    return sorted(found)[:cap + 1]
+    return sorted(set(found))[:cap + 1]
 
 
 _HEX_RUN = re.compile(rb"(?:[0-9a-fA-F]{2}){16,}")
 
 
-MAX_SIGNATURES = 1 << 16
-"""Places in one file where a compressed stream is tried (a signature occurs by chance about once in 16 KiB of
-binary data; a false one fails within its first bytes, so a 1 GiB binary stays within it)."""
+MAX_SIGNATURES = 1 << 20
+"""Places in one file where a compressed stream is tried (with every zlib header, a signature occurs by chance
+about once in 2 KiB of binary data; a false one fails within its first bytes, a few microseconds, so a 1 GiB
+binary stays within it; the scan's time budget bounds the rest)."""
 
 MAX_LZMA_MEMORY = 256 << 20
 """What an xz stream may ask to be decoded with (its dictionary, in a block header under a checksum); beyond it, a
@@ -169,13 +192,14 @@ def _zip_member(data: bytes, at: int, limit: int) -> bytes | None:
     """The member whose local header starts at ``at``, decompressed to at most ``limit + 1`` bytes. Read from its
     own header (not the archive's directory at its end), so every member of every archive is read, however
     many archives are concatenated and whatever the directory says. Stored members are ``None``: their bytes are
-    in the archive as they are, and were scanned there. Encrypted members cannot be read."""
+    in the archive as they are, and were scanned there. A member flagged encrypted is decoded as its method says
+    all the same (the fifteenth review flagged plain deflate so): one truly encrypted fails in its first bytes."""
     if len(data) < at + 30:
         return None
     flags, method = struct.unpack_from("<HH", data, at + 6)
     name_len, extra_len = struct.unpack_from("<HH", data, at + 26)
     start = at + 30 + name_len + extra_len
-    if flags & 1 or start >= len(data):
+    if start >= len(data):  # the "encrypted" flag is not believed: a member that is not is read all the same
         return None
     view = memoryview(data)[start:]
     if method == 8:
@@ -212,7 +236,7 @@ def _lzma_alone(data: bytes, at: int) -> tuple[lzma.LZMADecompressor, int]:
 
 def _decompress(data: bytes, at: int, limit: int, result: Scan) -> list[tuple[bytes, bool]]:
     """The stream starting at ``at`` decompressed to at most ``limit`` bytes; (output, cut at the limit)."""
-    head = data[at:at + 4]
+    head = data[at:at + 5]
     try:
         if head.startswith(b"PK\x03\x04"):
             chunk = _zip_member(data, at, limit)
@@ -223,11 +247,20 @@ def _decompress(data: bytes, at: int, limit: int, result: Scan) -> list[tuple[by
                 d = bz2.BZ2Decompressor()
             elif head.startswith(b"\xfd7zXZ"):
                 d = lzma.LZMADecompressor(lzma.FORMAT_XZ, memlimit=MAX_LZMA_MEMORY)
-            elif head.startswith(b"\x5d\x00\x00"):
-                d, at = _lzma_alone(data, at)
-            else:
-                d = zlib.decompressobj()
-            chunk = _feed(d, memoryview(data)[at:], limit)  # no copy per candidate signature
+            else:  # a zlib header, an .lzma header, or both at once: each read that fits is tried
+                chunk = b""
+                if head[:2] in _ZLIB_SET:
+                    try:  # a window of 32 KiB reads every smaller one
+                        chunk = _feed(zlib.decompressobj(), memoryview(data)[at:], limit)
+                    except zlib.error:
+                        chunk = b""
+                if not chunk and len(head) == 5 and head[0] < 225 and (head[1:5] in _LZMA_SET
+                                                                        or head.startswith(b"\x5d\x00\x00")):
+                    d, start = _lzma_alone(data, at)
+                    chunk = _feed(d, memoryview(data)[start:], limit)
+                d = None
+            if d is not None:
+                chunk = _feed(d, memoryview(data)[at:], limit)  # no copy per candidate signature
     except lzma.LZMAError as exc:
         if "memory" in str(exc).lower():
             result.reached(f"an xz stream asks for more than {MAX_LZMA_MEMORY} bytes of memory: not opened")

@@ -17,7 +17,7 @@ from ..stops import StopReason
 from ..toolnames import harness_actions, reported_actions
 from ..tasks import Task
 from .diff import Diff, is_artifact
-from .tree import Tree, leaves_workspace
+from .tree import Tree, changed_in, followed, leaves_workspace
 from .runner import TestRun
 
 PROTECTED_NAMES = {"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
@@ -78,6 +78,13 @@ def scope(task: Task, original: Tree, final: Tree, diff: Diff) -> Criterion:
                 protected.append(path)
         elif not any(r.match(path) for r in regexes):
             outside.append(path)
+    # what the agent's links put where a protected file is read (an entry point file, or its metadata folder,
+    # reached through a link): judged on the workspace as programs read it (``tree.followed``)
+    if final.symlinks:
+        workdir = task.config.workdir
+        seen_before, seen = followed(original, workdir), followed(final, workdir)
+        protected += [f"{p} (through a link)" for p in changed_in(seen, seen_before)
+                      if p not in allowed and p not in protected and _protected(p, seen_before, seen)]
     for path, target in final.symlinks.items():
         if leaves_workspace(final, path, task.config.workdir):  # resolved component by component, links through links included
             escaping.append(f"{path} -> {target}")

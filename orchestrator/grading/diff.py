@@ -50,6 +50,102 @@ def _text(data: bytes | None) -> list[str] | None:
         return None
 
 
+ALIGN_CELLS = 4_000_000
+"""Lines aligned by ``difflib`` at most this product of the two sides' line counts at once. ``difflib`` is quadratic
+when most lines differ one by one (the fifteenth review: a line inserted after each of 12,000 took 218 s of the
+host's CPU); longer stretches are first cut at the lines both sides hold once each, in the same order."""
+
+
+def _anchors(a: list[str], b: list[str]) -> list[tuple[int, int]]:
+    """Lines that occur exactly once in ``a`` and once in ``b``, as (index in a, index in b), the longest run of
+    them in the same order on both sides (patience sorting: n log n)."""
+    import bisect
+    from collections import Counter
+
+    ca, cb = Counter(a), Counter(b)
+    where_b = {line: j for j, line in enumerate(b) if cb[line] == 1}
+    pairs = [(i, where_b[line]) for i, line in enumerate(a) if ca[line] == 1 and line in where_b]
+    tops: list[int] = []  # smallest b-index ending an increasing run of each length
+    ends: list[int] = []  # index in pairs of that end
+    back: list[int] = [-1] * len(pairs)
+    for k, (_, j) in enumerate(pairs):
+        at = bisect.bisect_left(tops, j)
+        back[k] = ends[at - 1] if at else -1
+        if at == len(tops):
+            tops.append(j)
+            ends.append(k)
+        else:
+            tops[at], ends[at] = j, k
+    out, k = [], ends[-1] if ends else -1
+    while k >= 0:
+        out.append(pairs[k])
+        k = back[k]
+    return out[::-1]
+
+
+def _opcodes(a: list[str], b: list[str], depth: int = 0) -> list[tuple[str, int, int, int, int]]:
+    """``difflib`` opcodes of ``a`` against ``b`` within ``ALIGN_CELLS``: stretches too long to align whole are cut
+    at their anchors (``_anchors``); one without anchors, or cut more than 30 times over, is replaced whole."""
+    if len(a) * len(b) <= ALIGN_CELLS:
+        return [(t, i1, i2, j1, j2) for t, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False)
+                .get_opcodes()] if a or b else []
+    anchors = _anchors(a, b) if depth < 30 else []
+    if not anchors:
+        return [("replace" if a and b else "delete" if a else "insert", 0, len(a), 0, len(b))]
+    out: list[tuple[str, int, int, int, int]] = []
+    pi = pj = 0
+    for i, j in [*anchors, (len(a), len(b))]:
+        for t, i1, i2, j1, j2 in _opcodes(a[pi:i], b[pj:j], depth + 1):
+            out.append((t, i1 + pi, i2 + pi, j1 + pj, j2 + pj))
+        if i < len(a):
+            out.append(("equal", i, i + 1, j, j + 1))
+        pi, pj = i + 1, j + 1
+    return out
+
+
+def _unified(a: list[str], b: list[str], name_a: str, name_b: str, context: int = 3) -> list[str]:
+    """A unified diff of ``a`` and ``b`` from ``_opcodes`` (hunks with ``context`` lines around each change)."""
+    ops = [o for o in _opcodes(a, b) if o[1] != o[2] or o[3] != o[4]]
+    if not any(t != "equal" for t, *_ in ops):
+        return []
+    merged: list[list] = []  # adjacent equal opcodes joined
+    for t, i1, i2, j1, j2 in ops:
+        if merged and merged[-1][0] == t == "equal":
+            merged[-1][2], merged[-1][4] = i2, j2
+        else:
+            merged.append([t, i1, i2, j1, j2])
+    out = [f"--- {name_a}\n", f"+++ {name_b}\n"]
+    groups: list[list] = []
+    for op in merged:
+        if op[0] == "equal":
+            continue
+        lo_i, lo_j = max(op[1] - context, 0), max(op[3] - context, 0)
+        if groups and lo_i <= groups[-1][-1][2] + context:
+            groups[-1].append(op)
+        else:
+            groups.append([op])
+    for g in groups:
+        i1, j1 = max(g[0][1] - context, 0), max(g[0][3] - context, 0)
+        i2, j2 = min(g[-1][2] + context, len(a)), min(g[-1][4] + context, len(b))
+        out.append(f"@@ -{_range(i1, i2)} +{_range(j1, j2)} @@\n")
+        i, j = i1, j1
+        for _, c1, c2, d1, d2 in g:
+            out += [" " + line for line in a[i:c1]]
+            out += ["-" + line for line in a[c1:c2]]
+            out += ["+" + line for line in b[d1:d2]]
+            i, j = c2, d2
+        out += [" " + line for line in a[i:i2]]
+    return out
+
+
+def _range(start: int, stop: int) -> str:
+    """A hunk's range as unified diffs write it (1-based start, length; an empty range names the line before)."""
+    length = stop - start
+    if length == 1:
+        return f"{start + 1}"
+    return f"{start + 1 if length else start},{length}"
+
+
 def compute_diff(original: Tree, final: Tree) -> Diff:
     diff = Diff()
     parts: list[str] = []
@@ -73,7 +169,7 @@ def compute_diff(original: Tree, final: Tree) -> Diff:
         if ta is None or tb is None:
             parts.append(f"Binary files a/{path} and b/{path} differ\n")
         else:
-            parts.extend(difflib.unified_diff(ta, tb, f"a/{path}" if a is not None else "/dev/null",
-                                              f"b/{path}" if b is not None else "/dev/null"))
+            parts.extend(_unified(ta, tb, f"a/{path}" if a is not None else "/dev/null",
+                                  f"b/{path}" if b is not None else "/dev/null"))
     diff.text = "".join(p if p.endswith("\n") else p + "\n" for p in parts)
     return diff

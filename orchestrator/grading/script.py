@@ -97,7 +97,7 @@ from ..tasks import Task
 from ..textsafe import path_bytes
 from .diff import is_artifact
 from .runner import TOOLS, TOOLS_MOUNT, GraderLimits, TestRun
-from .tree import Tree
+from .tree import Tree, changed_in, followed
 
 MAX_REWARD_BYTES = 64 << 10
 WITNESS_SERVER = f"{TOOLS_MOUNT}/witness/trialbox_witness_server.py"
@@ -208,11 +208,7 @@ def parse_reward(name: str, data: bytes) -> dict[str, float]:
 
 def changed_paths(tree: Tree, original: Tree | None) -> list[str]:
     """Paths of ``tree`` that the original does not have with the same content (added or changed)."""
-    if original is None:
-        return []
-    out = [p for p, b in tree.files.items() if original.files.get(p) != b or p in original.symlinks]
-    out += [p for p, t in tree.symlinks.items() if original.symlinks.get(p) != t]
-    return sorted(out)
+    return changed_in(tree, original)
 
 
 def without_artifacts(tree: Tree) -> Tree:
@@ -503,9 +499,16 @@ def run_script(sandboxes: SandboxFactory, image_id: str, tree: Tree, task: Task,
             if not found.isdigit():
                 raise GraderInfraError("grader_setup", f"the reward folder {g.reward_dir} could not be checked "
                                                        f"({found[-200:]!r})")
-            changed = changed_paths(tree, original)
-            replaced = replaced_runners(tree, workdir, changed, *_probe(sandbox, workdir, g.env, changed),
-                                        original=without_artifacts(original) if original else None) if changed else []
+            # judged on the workspace as programs read it: what a link leads to stands at the link's path too
+            before = followed(without_artifacts(original), workdir) if original else None
+            seen = followed(tree, workdir)
+            changed = changed_paths(seen, before)
+            replaced = replaced_runners(seen, workdir, changed, *_probe(sandbox, workdir, g.env, changed),
+                                        original=before) if changed else []
+            if seen.truncated and (before is None or not before.truncated
+                                   or any(before.symlinks.get(p) != t for p, t in seen.symlinks.items())):
+                replaced.append(f"{seen.problems[-1]}: what the agent's links put in the test runner's way cannot "
+                                "all be judged")
             # the server outlives the script by the time its end takes (leftovers killed, reward read)
             witnessed = witness.start(timeout + 120)
         except (SandboxError, OSError) as exc:

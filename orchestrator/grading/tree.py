@@ -146,6 +146,74 @@ def resolve(tree: Tree, path: str, workdir: str = "/workspace", max_hops: int = 
     return "/".join(done)
 
 
+def followed(tree: Tree, workdir: str = "/workspace", limit: int | None = None) -> Tree:
+    """``tree`` as a program reading the workspace sees it: every symlink that resolves inside the workspace also
+    stands for what it leads to (a link to a file is that file at the link's path, with its mode; a link to a
+    folder brings that folder's files under the link's path). Checks of *where* a file is and *what* it holds
+    (a ``PATH`` folder, a folder Python imports from, distribution metadata) are made on this view, so a link can
+    put nothing in such a place unseen (the fifteenth review: a metadata file or folder, a ``PATH`` folder, a
+    ``PYTHONPATH`` folder replaced by a link). Links stay entries too. Links are expanded deepest first, each from
+    the view so far, so a link inside a linked folder is seen through. The work is linear in the view's size (an
+    index of folders, no sorting); past ``limit`` paths (default: four times the tree's entries, plus 100,000)
+    expansion stops, the view is ``truncated`` and its ``problems`` say so."""
+    view = Tree(files=dict(tree.files), executable=set(tree.executable), symlinks=dict(tree.symlinks),
+                dirs=set(tree.dirs))
+    cap = limit if limit is not None else 4 * (len(tree.files) + len(tree.symlinks)) + 100_000
+    children: dict[str, set[str]] = {}
+
+    def index(path: str) -> None:
+        parent, _, name = path.rpartition("/")
+        while True:
+            known = children.setdefault(parent, set())
+            if name in known:
+                return
+            known.add(name)
+            if not parent:
+                return
+            parent, _, name = parent.rpartition("/")
+
+    for p in view.files:
+        index(p)
+    for link in sorted(tree.symlinks, key=lambda p: (-p.count("/"), p)):
+        real = resolve(tree, link, workdir)
+        if real is None or real == link:
+            continue
+        if real in view.files:
+            found = [(link, real)]
+        else:
+            found, stack = [], [real]
+            while stack:
+                d = stack.pop()
+                for name in list(children.get(d, ())):
+                    q = f"{d}/{name}" if d else name
+                    if q in view.files:
+                        found.append((f"{link}/{q[len(real) + 1:]}" if real else f"{link}/{q}", q))
+                    elif not q.startswith(f"{link}/") and q != link:  # never into the link's own expansion
+                        stack.append(q)
+        for new, old in found:
+            if new in view.files:
+                continue
+            if len(view.files) >= cap:
+                view.truncated = True
+                view.problems.append(f"the workspace's links lead to more than {cap} paths: followed until then")
+                return view
+            view.files[new] = view.files[old]
+            if old in view.executable:
+                view.executable.add(new)
+            index(new)
+    return view
+
+
+def changed_in(tree: Tree, original: Tree | None) -> list[str]:
+    """Paths of ``tree`` that ``original`` does not have with the same content (added or changed): files, and
+    symlinks by their target."""
+    if original is None:
+        return []
+    out = [p for p, b in tree.files.items() if original.files.get(p) != b or p in original.symlinks]
+    out += [p for p, t in tree.symlinks.items() if original.symlinks.get(p) != t]
+    return sorted(out)
+
+
 def leaves_workspace(tree: Tree, link: str, workdir: str = "/workspace") -> bool:
     """Whether the symlink at ``link`` (or anything through it) resolves outside the workspace at ``workdir``."""
     return resolve(tree, link, workdir) is None

@@ -1,0 +1,163 @@
+"""The fifteenth review's findings, at the host-side functions the engine tests reach (tests/docker/
+test_threats_review15.py runs the same attacks as agents): links that put a pytest entry point, a PATH folder or
+a PYTHONPATH folder in the script grader's way unseen; compressed streams whose headers the canary scan did not
+know; a diff whose cost was quadratic in a file's lines."""
+
+from __future__ import annotations
+
+import difflib
+import io
+import lzma
+import random
+import zipfile
+import zlib
+
+import pytest
+
+from orchestrator import canaryscan as C
+from orchestrator.canaries import new_canaries
+from orchestrator.grading.criteria import scope
+from orchestrator.grading.diff import _unified, compute_diff
+from orchestrator.grading.script import changed_paths, replaced_runners
+from orchestrator.grading.tree import Tree, followed
+
+CANARY = new_canaries().values[:1]
+PLUGIN = b"import pytest\n"
+EP = b"[pytest11]\nh = stats.h\n"
+META = b"Metadata-Version: 2.1\nName: h\nVersion: 1.0\n"
+ORIGINAL = Tree(files={"stats/__init__.py": b"def median(x):\n    return 0\n", "README.md": b"r\n"})
+
+
+def _judged(final: Tree, path_env: str = "/usr/bin", probed: dict | None = None, original: Tree = ORIGINAL):
+    """``replaced_runners`` as the script grader calls it: on both trees as programs read them."""
+    before, seen = followed(original, "/app"), followed(final, "/app")
+    return replaced_runners(seen, "/app", changed_paths(seen, before), path_env, probed or {}, original=before)
+
+
+def _with(files: dict[str, bytes], links: dict[str, str], executable: set[str] = frozenset(),
+          original: Tree = ORIGINAL) -> Tree:
+    return Tree(files={**original.files, **files}, symlinks=dict(links), executable=set(executable))
+
+
+def test_a_link_for_an_entry_point_file_or_its_metadata_folder_is_seen():
+    """F1: ``entry_points.txt`` as a link to a file of the agent's, or the whole ``.dist-info`` folder as a link
+    to a folder of the agent's; a regular metadata file (the control) is caught as before."""
+    symfile = _with({"h-1.0.dist-info/METADATA": META, "notes.txt": EP, "stats/h.py": PLUGIN},
+                    {"h-1.0.dist-info/entry_points.txt": "../notes.txt"})
+    symdir = _with({"meta/METADATA": META, "meta/entry_points.txt": EP, "stats/h.py": PLUGIN},
+                   {"h-1.0.dist-info": "meta"})
+    plain = _with({"h-1.0.dist-info/METADATA": META, "h-1.0.dist-info/entry_points.txt": EP}, {})
+    for tree in (symfile, symdir, plain):
+        assert any("h-1.0.dist-info/entry_points.txt: the agent added or changed a pytest11 entry point" in p
+                   for p in _judged(tree)), tree.symlinks
+
+
+def test_a_path_or_pythonpath_folder_replaced_by_a_link_is_judged_at_what_it_leads_to():
+    """F2 and F3: ``bin`` (on the script's PATH) made a link to a folder holding an executable ``python3``;
+    ``src`` (on its PYTHONPATH) made a link to a folder holding a ``json`` package."""
+    original = Tree(files={**ORIGINAL.files, "src/.keep": b""})
+    linked_bin = _with({"tools/python3": b"#!/bin/sh\nexit 0\n"}, {"bin": "tools"}, {"tools/python3"})
+    assert any(p.startswith("bin/python3: an executable added or changed in /app/bin")
+               for p in _judged(linked_bin, "/app/bin:/usr/bin"))
+    linked_src = Tree(files={**ORIGINAL.files, "mine/json/__init__.py": b"import os\n"}, symlinks={"src": "mine"})
+    probed = {"names": ["json"], "pythonpath": ["src"], "workspace": ["src"]}
+    assert any(p.startswith("src/json: the agent added or changed an importable module in /app/src")
+               for p in _judged(linked_src, probed=probed, original=original))
+    honest = Tree(files={**original.files, "stats/__init__.py": b"def median(x):\n    return sorted(x)[0]\n"},
+                  symlinks={"docs": "README.md"})
+    assert _judged(honest, "/app/bin:/usr/bin", probed, original) == []
+
+
+def test_the_followed_view_is_bounded_and_sees_through_links_in_linked_folders():
+    tree = Tree(files={"a/b.py": b"b", "t/x": b"x"}, symlinks={"loop": ".", "l1": "l2", "l2": "t", "a/in": "../t"})
+    view = followed(tree, "/app")
+    assert {"l1/x", "l2/x", "a/in/x", "loop/a/b.py", "loop/a/in/x"} <= set(view.files) and not view.truncated
+    assert "loop/loop/a/b.py" not in view.files  # a link is never expanded into its own expansion
+    capped = followed(tree, "/app", limit=4)
+    assert capped.truncated and "more than 4 paths" in capped.problems[0]
+
+
+def test_scope_names_a_protected_file_reached_through_a_link():
+    from types import SimpleNamespace
+
+    task = SimpleNamespace(config=SimpleNamespace(workdir="/app", scope=SimpleNamespace(allowed=["**"])))
+    final = _with({"meta/METADATA": META, "meta/entry_points.txt": EP}, {"h-1.0.dist-info": "meta"})
+    got = scope(task, ORIGINAL, final, compute_diff(ORIGINAL, final))
+    assert not got.passed and "h-1.0.dist-info/entry_points.txt (through a link)" in got.evidence["protected_changed"]
+
+
+@pytest.mark.parametrize("how", ["zlib9", "zlib10", "zlib12", "zlib14", "zlib15", "lzma_lc4", "lzma_lp1",
+                                 "zip_flagged_encrypted"])
+def test_compressed_canaries_with_any_header_an_encoder_writes_are_found(how):
+    """F4: zlib streams of every window size, ``.lzma`` streams with other lc/lp/pb, a zip member flagged
+    encrypted over plain deflate."""
+    secret = CANARY[0].encode() * 2
+    if how.startswith("zlib"):
+        blob = zlib.compress(secret, 9, int(how[4:]))
+    elif how.startswith("lzma"):
+        lc, lp = (4, 0) if how == "lzma_lc4" else (0, 1)
+        blob = lzma.compress(secret, format=lzma.FORMAT_ALONE,
+                             filters=[{"id": lzma.FILTER_LZMA1, "lc": lc, "lp": lp, "pb": 2}])
+    else:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("table.txt", secret)
+        raw = bytearray(buf.getvalue())
+        raw[6] |= 1  # the local header says "encrypted"; the data is plain deflate
+        blob = bytes(raw)
+    scan = C.scan(CANARY, [b"\x00\x01binary" + blob + b"tail"])
+    assert scan.found == {CANARY[0]}, how
+
+
+def test_what_the_scan_cannot_find_is_what_the_readme_says():
+    """The limits stated: raw deflate and raw LZMA carry no signature; an .lzma stream with other properties and
+    a dictionary size no encoder writes is not opened (both known, written in the README's threat model)."""
+    secret = CANARY[0].encode() * 2
+    raw = zlib.compressobj(9, zlib.DEFLATED, -15)
+    assert C.scan(CANARY, [raw.compress(secret) + raw.flush()]).found == set()
+    stream = lzma.compress(secret, format=lzma.FORMAT_ALONE,
+                           filters=[{"id": lzma.FILTER_LZMA1, "lc": 4, "lp": 0, "pb": 2}])
+    odd = stream[:1] + (70_001).to_bytes(4, "little") + stream[5:]  # encoders round it; a hand-written header need not
+    assert lzma.LZMADecompressor(lzma.FORMAT_ALONE).decompress(odd) == secret
+    assert C.scan(CANARY, [odd]).found == set()
+
+
+def test_the_diff_is_difflibs_on_ordinary_edits_and_stays_a_true_diff_past_its_alignment_bound():
+    """F5: the same text as ``difflib.unified_diff`` where lines are few; past ``ALIGN_CELLS`` a diff that still
+    turns one side into the other (its cost is measured in benchmarks/diff_cost.py, not here)."""
+    rng = random.Random(5)
+    for _ in range(200):
+        a = [f"l{rng.randint(0, 12)}\n" for _ in range(rng.randint(0, 30))]
+        b = list(a)
+        for _ in range(rng.randint(0, 5)):
+            if b and rng.random() < 0.5:
+                del b[rng.randrange(len(b))]
+            else:
+                b.insert(rng.randint(0, len(b)), f"n{rng.randint(0, 5)}\n")
+        assert _unified(a, b, "a/x", "b/x") == list(difflib.unified_diff(a, b, "a/x", "b/x"))
+    a = [f"line {i}\n" for i in range(3000)]
+    b = [x for i, line in enumerate(a) for x in (line, f"# note {i}\n")]
+    text = _unified(a, b, "a/x", "b/x")
+    assert sum(line.startswith("+# note") for line in text) == 3000 and not any(line.startswith("-") and
+                                                                                not line.startswith("---")
+                                                                                for line in text)
+    assert _apply(a, text) == b
+
+
+def _apply(a: list[str], text: list[str]) -> list[str]:
+    """``a`` with a unified diff's hunks applied (enough for the test: hunks in order, no fuzz)."""
+    out, i = [], 0
+    for line in text[2:]:
+        if line.startswith("@@"):
+            start = int(line.split()[1][1:].split(",")[0])
+            start = start - 1 if "," not in line.split()[1] or line.split()[1].split(",")[1] != "0" else start
+            out += a[i:start]
+            i = start
+        elif line.startswith(" "):
+            out.append(a[i])
+            i += 1
+        elif line.startswith("-"):
+            i += 1
+        elif line.startswith("+"):
+            out.append(line[1:])
+    return out + a[i:]
