@@ -95,7 +95,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     loaded, tasks = load_all(Path(args.manifest))
     paths = run_experiment(loaded, tasks, connect_engine(), Path(args.out) if args.out else None,
                            say=say, backend=args.backend, ray_address=args.ray_address,
-                           unchecked=args.unchecked, rerun_infra_errors=args.rerun_infra_errors)
+                           unchecked=args.unchecked, rerun_infra_errors=args.rerun_infra_errors,
+                           live=sys.stdout.isatty())
     echo(f"results in {paths.root}")
     return 0
 

@@ -31,15 +31,15 @@ from .events import read_events
 from .grading.judge import make_judge
 from .hashing import sha256_file
 from .checkrecords import with_check_facts
+from .display import LiveDisplay, PlainDisplay, Tally
 from .lock import check_lock, drift, lock_path, read_lock, resolve_lock, write_lock
 from .manifest import CostsConfig, LoadedManifest
 from .plan import arrangement, plan
 from .settings import load_settings
 from .store import RunPaths, Store
 from .tasks import Task
-from .summary import money
 from .textsafe import printable
-from .log import get_logger
+from .log import get_logger, to_file
 from .attempts import charged, harness_failure, misconfigured_by, owes_retry, rerun_recorded, resumed, retry_of
 from .errors import EngineOutage, HostDiskFull, InfraErrorsAbove
 from .hostspace import Folder, SpaceGuard, failed_write, host_full, stop_message, write_atomic
@@ -121,28 +121,10 @@ MODEL_AGENTS = ("claude", "command")
 """Agents whose trials can spend on a model (a command agent through the proxy); the others cost nothing."""
 
 
-def _progress(say: Callable[[str], None], done: int, total: int, running: int, failed: int, t0: float,
-              cost: float, spec: TrialSpec, result: TrialResult, show_node: bool = False,
-              spent: float | None = None, done_here: int | None = None) -> None:
-    """One progress line; ``done_here`` is how many of ``done`` finished in this session (the time left is
-    estimated from those alone: a resumed run's earlier trials took none of this session's time)."""
-    v = result.verdict
-    label = v.label
-    if show_node:
-        label += f" on {printable(result.node_name)}"
-    reasons = f" [{', '.join(printable(r) for r in v.reasons)}]" if v.reasons else ""  # one line, whatever they hold
-    elapsed = time.monotonic() - t0
-    here = done if done_here is None else done_here
-    eta = elapsed / here * (total - done) if here else 0.0
-    spent = spent if spent is not None else result.cost.model_usd or 0
-    say(f"[{done}/{total}] {spec.trial_id:46s} {label}{reasons}  {result.duration_s or 0:.1f}s {money(spent)}"
-        f"  | running {running}, not accepted {failed}, elapsed {elapsed:.0f}s, ~{eta:.0f}s left, cost {money(cost)}")
-
-
 def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.DockerClient, out: Path | None,
                    say: Callable[[str], None] = print, backend: str | None = None,
                    ray_address: str | None = None, unchecked: bool = False,
-                   rerun_infra_errors: bool = False) -> RunPaths:
+                   rerun_infra_errors: bool = False, live: bool = False) -> RunPaths:
     """Run (or continue) the experiment; ``backend``/``ray_address`` override the manifest's.
 
     A task whose last ``tasks check`` failed is refused; one never checked is refused unless ``unchecked``
@@ -209,13 +191,24 @@ def run_experiment(loaded: LoadedManifest, tasks: list[Task], client: docker.Doc
         say(f"worst-case cost: {paying} of {len(queue)} trial(s) call a model, x ${m.execution.max_cost_usd} = "
             f"${paying * m.execution.max_cost_usd:.2f}; run cap: {'none' if cap is None else f'${cap:.2f}'}")
         watch = EngineWatch(docker_probe(client)).start() if runner.name == "local" else None
+        tally = Tally.of(len(specs), kept, cost, cap)
+        log_file = paths.root / "trialbox.log"
         try:
-            stopped, left = _run_queue(queue, len(specs), len(kept), cap, cost, store, runner, paths, say,
-                                       m.execution.max_cost_usd, m.costs, sum(not r.accepted for r in kept),
-                                       watch=watch, outage_wait_s=m.execution.engine_outage_wait_s, space=space)
+            with to_file(log_file) as warned:  # no log line between the display's lines
+                tally.warnings, tally.log_file = warned, str(log_file)
+                display = LiveDisplay(tally) if live else PlainDisplay(say)
+                try:
+                    stopped, left = _run_queue(queue, len(specs), len(kept), cap, cost, store, runner, paths, say,
+                                               m.execution.max_cost_usd, m.costs, sum(not r.accepted for r in kept),
+                                               watch=watch, outage_wait_s=m.execution.engine_outage_wait_s,
+                                               space=space, display=display, tally=tally)
+                finally:
+                    display.close()
         finally:
             if watch is not None:
                 watch.stop()
+            if tally.warnings():
+                say(f"{tally.warnings()} warning(s) or error(s) were logged during the run: {log_file}")
         write_atomic(paths.run_record, json.dumps({
             "stopped_by_cost_cap": stopped, "backend": runner.name, "slots": runner.slots,
             "host_share": str(load_settings().host_share) if runner.name == "local" else None}) + "\n")
@@ -308,7 +301,8 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
              runner: Backend, paths: RunPaths, say: Callable[[str], None],
              max_cost_usd: float = 0.0, costs: CostsConfig | None = None, failed: int = 0,
              watch: EngineWatch | None = None, outage_wait_s: float = 600.0,
-             space: SpaceGuard | None = None) -> tuple[bool, int]:
+             space: SpaceGuard | None = None, display: PlainDisplay | None = None,
+             tally: Tally | None = None) -> tuple[bool, int]:
     """Start trials in plan order as the backend admits them; record each as it ends. ``finished``, ``cost`` and
     ``failed`` (not accepted) count what an earlier session of the run already recorded.
 
@@ -323,7 +317,11 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
     again), and it raises ``HostDiskFull`` (exit 74, ``stopped.json`` says why when it can be written).
 
     Returns whether the cost cap stopped admission, and how many trials were left unrun."""
-    t0, stopped, at_start = time.monotonic(), False, finished
+    stopped = False
+    display = display or PlainDisplay(say)
+    say = display.note  # every message of the loop goes through the display (a live panel is not torn)
+    if tally is None:  # earlier sessions' trials counted as the caller says: not accepted, all as rejected
+        tally = Tally(total, done=finished, accepted=finished - failed, rejected=failed, cost=cost, cap=cap)
     misconfigured: str | None = None
     unrecorded: list[str] = []  # attempts that ended on the run's configuration error: listed, never recorded
     not_started = 0
@@ -433,8 +431,9 @@ def _run_queue(queue: deque, total: int, finished: int, cap: float | None, cost:
                     spent = charged(result, max_cost_usd, costs)
                     cost += spent
                     failed += not result.accepted
-                    _progress(say, finished, total, runner.running, failed, t0, cost, spec, result, runner.name == "ray",
-                              spent, finished - at_start)
+                    tally.cost = cost
+                    tally.count(result)
+                    display.trial(tally, spec.trial_id, result, spent, runner.running, runner.name == "ray")
                 except Exception as exc:  # the loop's own records (verdict, retry owed, the store's row)
                     if not host_full(exc):
                         raise

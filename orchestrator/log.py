@@ -13,6 +13,7 @@ call stays one line with no escape sequence reaching the terminal. A traceback
 from __future__ import annotations
 
 import logging
+import threading
 import sys
 import traceback
 from typing import Any
@@ -69,21 +70,55 @@ def printable_event(logger: Any, method_name: str, event_dict: dict[str, Any]) -
     return out
 
 
+class _Route:
+    """Where the log's lines go: standard error (looked up when written), or a run's log file (``to_file``), with
+    the warnings and errors counted while it is one. Loggers made before a route is set follow it too (they keep
+    the configuration they were made with, which writes here)."""
+
+    def __init__(self) -> None:
+        self.file: Any = None
+        self.warnings = 0
+        self.lock = threading.Lock()
+
+    def write(self, text: str) -> None:
+        with self.lock:
+            (self.file or sys.stderr).write(text)
+
+    def flush(self) -> None:
+        with self.lock:
+            (self.file or sys.stderr).flush()
+
+
+_ROUTE = _Route()
+_JSON = structlog.processors.JSONRenderer()
+
+
+def _counted(logger: Any, method_name: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    if _ROUTE.file is not None and method_name in ("warning", "warn", "error", "exception", "critical"):
+        _ROUTE.warnings += 1
+    return event_dict
+
+
 def configure(level: str = "INFO", json: bool | None = None) -> None:
     """Configure structlog once for this process; ``json`` defaults to "not a terminal"."""
     if json is None:
         json = not sys.stderr.isatty()
-    renderer = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer()
+    renderer = _JSON if json else structlog.dev.ConsoleRenderer()
+
+    def render(logger: Any, method_name: str, event_dict: dict[str, Any]) -> str:
+        return (_JSON if _ROUTE.file is not None else renderer)(logger, method_name, event_dict)
+
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             printable_event,
-            renderer,
+            _counted,
+            render,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_ROUTE),
         cache_logger_on_first_use=False,
     )
 
@@ -91,3 +126,23 @@ def configure(level: str = "INFO", json: bool | None = None) -> None:
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
     """A logger carrying ``component=name``."""
     return structlog.get_logger().bind(component=name)
+
+
+class to_file:
+    """``with to_file(path) as count:`` the log of this process goes to ``path`` (JSON lines, appended) instead of
+    standard error, and ``count()`` says how many warnings and errors it took; standard error again after.
+    ``trialbox run`` uses it so a warning never lands between the display's lines (``display``)."""
+
+    def __init__(self, path) -> None:
+        self.path = path
+
+    def __enter__(self):
+        fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115  (closed in __exit__)
+        with _ROUTE.lock:
+            self._before, _ROUTE.file, _ROUTE.warnings = _ROUTE.file, fh, 0
+        return lambda: _ROUTE.warnings
+
+    def __exit__(self, *exc: Any) -> None:
+        with _ROUTE.lock:
+            fh, _ROUTE.file = _ROUTE.file, self._before
+        fh.close()

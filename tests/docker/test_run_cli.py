@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 import os
 import shutil
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import docker.errors
 import pytest
+import yaml
 
 from orchestrator.lock import harness_identity
 
@@ -447,3 +449,46 @@ def test_trajectories_export_as_atif_and_validate(demo_run, repo_root, tmp_path)
     scripted = [d for d in docs if d["extra"]["trialbox"]["candidate"] == "scripted-fix"]
     assert scripted and all(s.get("extra", {}).get("tool_calls_source") == "harness" for d in scripted
                             for s in d["steps"][1:])
+
+
+def test_on_a_terminal_the_run_shows_a_live_panel_and_its_log_goes_to_the_run_folder(demo_run, project, repo_root):
+    """`trialbox run` on a pseudo-terminal: a panel of the counts (accepted, rejected and infrastructure errors
+    apart), a line per trial, and no log line among them (the log is the run folder's trialbox.log)."""
+    import pty
+    import select
+
+    manifest = yaml.safe_load((project / "examples/offline-demo.yaml").read_text())
+    manifest["candidates"] = [{"name": "nop", "agent": "nop"}, {"name": "oracle", "agent": "oracle"}]
+    manifest.pop("judge", None)
+    manifest["execution"]["trials_per_task"] = 1
+    manifest["tasks"]["select"] = ["textkit-slug-unicode"]
+    manifest["analysis"] = {"k": [1]}
+    path = project / "examples" / "live.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    out = project / "runs" / "live"
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(path), "--out", str(out)],
+                            cwd=repo_root, env={**ENV, "COLUMNS": "160", "TERM": "xterm"}, stdin=follower,
+                            stdout=follower, stderr=follower, close_fds=True)
+    os.close(follower)
+    chunks, deadline = [], time.monotonic() + 600
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 1.0)
+        if ready:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:  # the terminal closed with the process
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif proc.poll() is not None:
+            break
+    os.close(leader)
+    assert proc.wait(timeout=60) == 0, b"".join(chunks)[-3000:]
+    text = b"".join(chunks).decode(errors="replace")
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+    assert "trialbox run" in plain and "accepted / rejected / infra errors" in plain and "1 / 1 / 0" in plain
+    assert "textkit-slug-unicode/oracle/0" in plain and "textkit-slug-unicode/nop/0" in plain
+    assert '{"' not in plain  # no JSON log line among the display's lines
+    assert (out / "trialbox.log").exists()

@@ -329,7 +329,7 @@ def test_a_resumed_run_counts_what_its_earlier_session_recorded(store):
     said: list[str] = []
     _run_queue(deque([spec(2)]), 3, 2, None, 0.0, st, Scripted(accepted), paths, said.append, 1.0, None, 1)
     [line] = [s for s in said if s.startswith("[3/3]")]
-    assert "not accepted 1," in line  # the earlier session's rejection still counts
+    assert "accepted 2, rejected 1, infra errors 0" in line  # the earlier session's trials still count
 
 
 def test_an_agent_that_reached_its_model_cannot_keep_its_trial_out_of_the_results(store):
