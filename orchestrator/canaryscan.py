@@ -2,8 +2,8 @@
 
 ``scan`` looks at every changed file, the *names* of new files, folders and links, and link targets: as Latin-1 (no
 byte is lost), as UTF-16 and UTF-32 (either byte order, any alignment) and EBCDIC; as decimal, octal and escaped
-numbers; it opens compressed streams wherever their signature appears (gzip; zlib with any window and level; bzip2;
-xz; ``.lzma`` whose dictionary size is one an encoder writes, ``LZMA_DICTIONARIES``; and every zip member by its
+numbers; it opens compressed streams wherever their signature appears (gzip; zlib with a 32 KiB window, any level;
+bzip2; xz; ``.lzma`` whose header is one an encoder writes, ``LZMA_DICTIONARIES``; and every zip member by its
 local header, flagged encrypted or not, so every member of every archive, concatenated archives included; never
 raw deflate or raw LZMA, which have no signature to find) and base64, base85
 or hex runs, recursively, within ``ScanBounds``. In every text it finds canaries as ``canaries.find`` does.
@@ -97,25 +97,28 @@ class _Budget:
             raise _Stop
 
 
-ZLIB_HEADERS = tuple(bytes([cmf, flg]) for cmf in range(0x08, 0x80, 0x10) for flg in range(256)
-                     if not flg & 0x20 and (cmf << 8 | flg) % 31 == 0)
-"""Every zlib header a decoder takes (RFC 1950): deflate, any window from 256 bytes to 32 KiB, any level, no
-preset dictionary (a stream that needs one cannot be read without it). The fifteenth review hid a canary in a
-stream with a smaller window (``28 cf``, ``68 de``), which a list of the usual ``78 xx`` headers missed."""
+ZLIB_HEADERS = (b"\x78\x01", b"\x78\x5e", b"\x78\x9c", b"\x78\xda")
+"""The zlib headers tried: a 32 KiB window (what every common encoder writes), any level. Headers of smaller
+windows (``28 cf``, ``48 89``…) are not tried: ``48 89`` alone is x86-64's commonest instruction, and trying them
+made honest compiled binaries reach the scan's bounds (the sixteenth review: dockerd, 2.37 million candidates);
+a stream with a smaller window is the README's stated limit."""
 LZMA_DICTIONARIES = tuple(sorted({1 << n for n in range(12, 31)} | {3 << (n - 1) for n in range(12, 31)}))
 """The dictionary sizes an ``.lzma`` header names when an encoder writes it: 2^n or 3·2^(n-1) (liblzma, 7-Zip and
-Python's ``lzma`` round to these). Found by them, with a properties byte (lc, lp, pb) before them, whatever it is,
-and by the usual properties (``5d``) before any dictionary size that is a multiple of 64 KiB: a stream with other
-properties *and* another dictionary size is not opened (the README's limit)."""
-_LZMA_SIZES = tuple(d.to_bytes(4, "little") for d in LZMA_DICTIONARIES)
-_MAGIC = re.compile(rb"\x1f\x8b\x08|" + b"|".join(re.escape(h) for h in ZLIB_HEADERS)
-                    + rb"|BZh[1-9]1AY&SY|\xfd7zXZ\x00|[\x00-\xe0](?:" + b"|".join(re.escape(d) for d in _LZMA_SIZES)
-                    + rb")|\x5d\x00\x00|PK\x03\x04", re.S)
-_SIGNATURES = (b"\x1f\x8b\x08", *ZLIB_HEADERS, b"1AY&SY", b"\xfd7zXZ\x00", *_LZMA_SIZES, b"\x5d\x00\x00",
+Python's ``lzma`` round to these). Two kinds of ``.lzma`` header are tried: the usual properties (``5d``) before
+any dictionary that is a multiple of 64 KiB, and any properties (lc + 9 lp + 45 pb < 225) before one of these
+sizes when the stream's size is unknown (eight ``ff``, as ``xz --format=lzma`` and Python write it) and the range
+coder's first byte (always 0) follows. Found by the size and that byte, never by the dictionary alone: honest
+tables of 32-bit block sizes hold these numbers everywhere (the sixteenth review's false alarm). Another header is
+the README's stated limit."""
+_LZMA_SET = frozenset(d.to_bytes(4, "little") for d in LZMA_DICTIONARIES)
+_LZMA_STREAMING = b"\xff" * 8 + b"\x00"
+_MAGIC = re.compile(rb"\x1f\x8b\x08|\x78[\x01\x5e\x9c\xda]|BZh[1-9]1AY&SY|\xfd7zXZ\x00|[\x00-\xe0](?:"
+                    + b"|".join(re.escape(d) for d in sorted(_LZMA_SET))
+                    + rb")\xff{8}\x00|\x5d\x00\x00|PK\x03\x04", re.S)
+_SIGNATURES = (b"\x1f\x8b\x08", *ZLIB_HEADERS, b"1AY&SY", b"\xfd7zXZ\x00", _LZMA_STREAMING, b"\x5d\x00\x00",
                b"PK\x03\x04")
 
 
-_LZMA_SET = frozenset(_LZMA_SIZES)
 _ZLIB_SET = frozenset(ZLIB_HEADERS)
 
 
@@ -129,9 +132,9 @@ def _signatures(data: bytes, cap: int) -> list[int]:
             if sig == b"1AY&SY":  # bzip2: BZh, a level digit, then this
                 if at >= 4 and data[at - 4:at - 1] == b"BZh" and 0x31 <= data[at - 1] <= 0x39:
                     found.append(at - 4)
-            elif sig in _LZMA_SET:  # .lzma: the properties byte (lc + 9 lp + 45 pb < 225) before the dictionary
-                if at >= 1 and data[at - 1] < 225:
-                    found.append(at - 1)
+            elif sig == _LZMA_STREAMING:  # .lzma: properties and an encoder's dictionary before an unknown size
+                if at >= 5 and data[at - 5] < 225 and data[at - 4:at] in _LZMA_SET:
+                    found.append(at - 5)
             else:
                 found.append(at)
             at = data.find(sig, at + 1)
@@ -142,9 +145,9 @@ _HEX_RUN = re.compile(rb"(?:[0-9a-fA-F]{2}){16,}")
 
 
 MAX_SIGNATURES = 1 << 20
-"""Places in one file where a compressed stream is tried (with every zlib header, a signature occurs by chance
-about once in 2 KiB of binary data; a false one fails within its first bytes, a few microseconds, so a 1 GiB
-binary stays within it; the scan's time budget bounds the rest)."""
+"""Places in one file where a compressed stream is tried (a signature occurs by chance about once in 16 KiB of
+random binary data, more often in machine code; a false one fails within its first bytes, so a 1 GiB binary stays
+within it; the scan's time budget bounds the rest)."""
 
 MAX_LZMA_MEMORY = 256 << 20
 """What an xz stream may ask to be decoded with (its dictionary, in a block header under a checksum); beyond it, a
@@ -256,6 +259,7 @@ def _decompress(data: bytes, at: int, limit: int, result: Scan) -> list[tuple[by
                         chunk = b""
                 if not chunk and len(head) == 5 and head[0] < 225 and (head[1:5] in _LZMA_SET
                                                                         or head.startswith(b"\x5d\x00\x00")):
+                    # (an .lzma header of either kind ``LZMA_DICTIONARIES`` describes)
                     d, start = _lzma_alone(data, at)
                     chunk = _feed(d, memoryview(data)[start:], limit)
                 d = None

@@ -85,6 +85,8 @@ def scope(task: Task, original: Tree, final: Tree, diff: Diff) -> Criterion:
         seen_before, seen = followed(original, workdir), followed(final, workdir)
         protected += [f"{p} (through a link)" for p in changed_in(seen, seen_before)
                       if p not in allowed and p not in protected and _protected(p, seen_before, seen)]
+        if seen.truncated and not seen_before.truncated:  # what lies past the bound cannot be said to be allowed
+            protected.append(f"{seen.problems[-1]}: what the agent's links put in place is not all judged")
     for path, target in final.symlinks.items():
         if leaves_workspace(final, path, task.config.workdir):  # resolved component by component, links through links included
             escaping.append(f"{path} -> {target}")

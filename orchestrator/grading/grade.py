@@ -53,12 +53,13 @@ def _suspicious(run: TestRun) -> bool:
     return run.timed_out or run.oom or run.exit_code is None or not run.results_found
 
 
-def _how(run: TestRun, limits: GraderLimits) -> str:
+def _how(run: TestRun, limits: GraderLimits, task: Task | None = None) -> str:
     """How a grader's run failed, in words (the grader's fault when the untouched repository fails so too)."""
     if run.oom:
         return f"the grader container was killed for memory, at its limit of {limits.memory_limit_mb} MiB"
     if run.timed_out:
-        return f"the grader ran out of time ({limits.timeout_s:.0f} s)"
+        own = getattr(task.grader, "timeout_seconds", None) if task is not None else None
+        return f"the grader ran out of time ({own or limits.timeout_s:.0f} s)"
     if run.exit_code is None:
         return "the grader's command did not finish"
     return f"no test results (exit code {run.exit_code})"
@@ -87,15 +88,20 @@ def _test(sandboxes: SandboxFactory, image_id: str, final: Tree, original: Tree,
             except GraderInfraError as exc:
                 run = TestRun(integrity=[f"the final workspace could not be set up for grading ({exc.kind}): "
                                          f"{exc.detail[-500:]}"], results_found=False)
-            if script and run.timed_out and task.untouched_times_out:  # as on the untouched environment
-                run.results_found = True  # the agent's failure: its tests still wait for what the change makes
+            if script and task.untouched_times_out and _suspicious(run):
+                # the untouched environment times out by design here: no comparison with it can tell a broken
+                # grader (the sixteenth review: code under test that kills the script was then an infrastructure
+                # error, retried for free); the oracle passed in time at the check, so it is the agent's failure
+                run.results_found = True
                 run.reward_note = ("the test script timed out, as it does on the untouched environment (tasks "
-                                   "check): the change it waits for is not there")
+                                   "check): the change it waits for is not there" if run.timed_out else
+                                   "the test script ended without a reward on a task whose untouched environment "
+                                   "times out (tasks check): the agent's failure, not compared with it")
             elif _suspicious(run):
                 base = graded(original, None if script else compose(original, original, task), "baseline")
                 if _suspicious(base):
                     raise GraderInfraError("grader_broken", f"the untouched repository fails the same way "
-                                           f"({_how(base, limits)}): {base.log_tail[-800:]}")
+                                           f"({_how(base, limits, task)}): {base.log_tail[-800:]}")
                 run.results_found = True  # the agent's failure, with whatever it produced
             if comp is not None:
                 run.restored, run.removed, run.ignored = comp.restored, comp.removed, comp.ignored

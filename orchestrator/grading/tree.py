@@ -146,20 +146,29 @@ def resolve(tree: Tree, path: str, workdir: str = "/workspace", max_hops: int = 
     return "/".join(done)
 
 
-def followed(tree: Tree, workdir: str = "/workspace", limit: int | None = None) -> Tree:
+FOLLOWED_NAME_BYTES = 64 << 20
+"""The most bytes of path names ``followed`` adds (a link at a long path to the workspace's root copies every
+path under its own: the sixteenth review reached 13 GB of host memory with four such links)."""
+
+
+def followed(tree: Tree, workdir: str = "/workspace", limit: int | None = None,
+             name_bytes: int = FOLLOWED_NAME_BYTES) -> Tree:
     """``tree`` as a program reading the workspace sees it: every symlink that resolves inside the workspace also
     stands for what it leads to (a link to a file is that file at the link's path, with its mode; a link to a
     folder brings that folder's files under the link's path). Checks of *where* a file is and *what* it holds
     (a ``PATH`` folder, a folder Python imports from, distribution metadata) are made on this view, so a link can
     put nothing in such a place unseen (the fifteenth review: a metadata file or folder, a ``PATH`` folder, a
-    ``PYTHONPATH`` folder replaced by a link). Links stay entries too. Links are expanded deepest first, each from
-    the view so far, so a link inside a linked folder is seen through. The work is linear in the view's size (an
-    index of folders, no sorting); past ``limit`` paths (default: four times the tree's entries, plus 100,000)
-    expansion stops, the view is ``truncated`` and its ``problems`` say so."""
+    ``PYTHONPATH`` folder replaced by a link). Links stay entries too. Every link is expanded from the view so far,
+    pass after pass until a pass adds nothing (a link inside a linked folder is seen through whatever the order:
+    the sixteenth review's ``tools/bin -> ../zz`` with ``zz/python3`` a link), at most ``MAX_LINK_HOPS`` passes as
+    the kernel follows at most that many links. The work is linear in the view's size per pass (an index of
+    folders); past ``limit`` paths (default: four times the tree's entries, plus 100,000) or ``name_bytes`` of
+    added names, expansion stops, the view is ``truncated`` and its ``problems`` say so."""
     view = Tree(files=dict(tree.files), executable=set(tree.executable), symlinks=dict(tree.symlinks),
                 dirs=set(tree.dirs))
     cap = limit if limit is not None else 4 * (len(tree.files) + len(tree.symlinks)) + 100_000
     children: dict[str, set[str]] = {}
+    added_bytes = 0
 
     def index(path: str) -> None:
         parent, _, name = path.rpartition("/")
@@ -174,33 +183,41 @@ def followed(tree: Tree, workdir: str = "/workspace", limit: int | None = None) 
 
     for p in view.files:
         index(p)
-    for link in sorted(tree.symlinks, key=lambda p: (-p.count("/"), p)):
-        real = resolve(tree, link, workdir)
-        if real is None or real == link:
-            continue
-        if real in view.files:
-            found = [(link, real)]
-        else:
-            found, stack = [], [real]
-            while stack:
-                d = stack.pop()
-                for name in list(children.get(d, ())):
-                    q = f"{d}/{name}" if d else name
-                    if q in view.files:
-                        found.append((f"{link}/{q[len(real) + 1:]}" if real else f"{link}/{q}", q))
-                    elif not q.startswith(f"{link}/") and q != link:  # never into the link's own expansion
-                        stack.append(q)
-        for new, old in found:
-            if new in view.files:
+    targets = {link: resolve(tree, link, workdir) for link in tree.symlinks}
+    for _ in range(MAX_LINK_HOPS):
+        grew = False
+        for link in sorted(tree.symlinks, key=lambda p: (-p.count("/"), p)):
+            real = targets[link]
+            if real is None or real == link:
                 continue
-            if len(view.files) >= cap:
-                view.truncated = True
-                view.problems.append(f"the workspace's links lead to more than {cap} paths: followed until then")
-                return view
-            view.files[new] = view.files[old]
-            if old in view.executable:
-                view.executable.add(new)
-            index(new)
+            if real in view.files:
+                found = [(link, real)]
+            else:
+                found, stack = [], [real]
+                while stack:
+                    d = stack.pop()
+                    for name in list(children.get(d, ())):
+                        q = f"{d}/{name}" if d else name
+                        if q in view.files:
+                            found.append((f"{link}/{q[len(real) + 1:]}" if real else f"{link}/{q}", q))
+                        elif not q.startswith(f"{link}/") and q != link:  # never into the link's own expansion
+                            stack.append(q)
+            for new, old in found:
+                if new in view.files:
+                    continue
+                added_bytes += len(new)
+                if len(view.files) >= cap or added_bytes > name_bytes:
+                    view.truncated = True
+                    view.problems.append(f"the workspace's links lead to more than {cap} paths or {name_bytes} "
+                                         "bytes of names: followed until then")
+                    return view
+                view.files[new] = view.files[old]
+                if old in view.executable:
+                    view.executable.add(new)
+                index(new)
+                grew = True
+        if not grew:
+            break
     return view
 
 
