@@ -21,11 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from .summary import money
 from .textsafe import printable
-
-
-def money(x: float) -> str:
-    return f"${x:.4f}"
 
 
 @dataclass
