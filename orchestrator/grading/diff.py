@@ -89,19 +89,31 @@ def _anchors(a: list[str], b: list[str]) -> list[tuple[int, int]]:
     return out[::-1]
 
 
-def _opcodes(a: list[str], b: list[str], depth: int = 0) -> list[tuple[str, int, int, int, int]]:
+DIFF_CELLS = 10_000_000
+"""What one diff (every file of a trial) may align with ``difflib`` in all, in cells; past it every stretch left is
+replaced whole (the seventeenth review: 20 s per crafted file, and the agent chooses how many files)."""
+DIFF_LINES = 100_000
+"""Lines of changed files one diff aligns in all (each costs tens of microseconds however it is cut: a 1 MiB file
+of short lines is 150,000 of them); a file past it is shown replaced whole, which costs its length only."""
+
+
+def _opcodes(a: list[str], b: list[str], depth: int = 0, budget: list[int] | None = None
+             ) -> list[tuple[str, int, int, int, int]]:
     """``difflib`` opcodes of ``a`` against ``b`` within ``ALIGN_CELLS``: stretches too long to align whole are cut
-    at their anchors (``_anchors``); one without anchors, or cut more than 30 times over, is replaced whole."""
-    if len(a) * len(b) <= ALIGN_CELLS:
+    at their anchors (``_anchors``); one without anchors, cut more than 30 times over, or past the diff's
+    ``budget`` of cells, is replaced whole."""
+    budget = budget if budget is not None else [DIFF_CELLS, DIFF_LINES]
+    if len(a) * len(b) <= ALIGN_CELLS and len(a) * len(b) <= budget[0]:
+        budget[0] -= len(a) * len(b)
         return [(t, i1, i2, j1, j2) for t, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False)
                 .get_opcodes()] if a or b else []
-    anchors = _anchors(a, b) if depth < 30 else []
+    anchors = _anchors(a, b) if depth < 30 and budget[0] > 0 else []
     if not anchors:
         return [("replace" if a and b else "delete" if a else "insert", 0, len(a), 0, len(b))]
     out: list[tuple[str, int, int, int, int]] = []
     pi = pj = 0
     for i, j in [*anchors, (len(a), len(b))]:
-        for t, i1, i2, j1, j2 in _opcodes(a[pi:i], b[pj:j], depth + 1):
+        for t, i1, i2, j1, j2 in _opcodes(a[pi:i], b[pj:j], depth + 1, budget):
             out.append((t, i1 + pi, i2 + pi, j1 + pj, j2 + pj))
         if i < len(a):
             out.append(("equal", i, i + 1, j, j + 1))
@@ -109,9 +121,17 @@ def _opcodes(a: list[str], b: list[str], depth: int = 0) -> list[tuple[str, int,
     return out
 
 
-def _unified(a: list[str], b: list[str], name_a: str, name_b: str, context: int = 3) -> list[str]:
+def _unified(a: list[str], b: list[str], name_a: str, name_b: str, context: int = 3,
+             budget: list[int] | None = None) -> list[str]:
     """A unified diff of ``a`` and ``b`` from ``_opcodes`` (hunks with ``context`` lines around each change)."""
-    ops = [o for o in _opcodes(a, b) if o[1] != o[2] or o[3] != o[4]]
+    budget = budget if budget is not None else [DIFF_CELLS, DIFF_LINES]
+    if len(a) + len(b) > budget[1]:  # past the diff's line budget: replaced whole, at the cost of its length
+        budget[1] = 0
+        whole = [("replace" if a and b else "delete" if a else "insert", 0, len(a), 0, len(b))]
+    else:
+        budget[1] -= len(a) + len(b)
+        whole = None
+    ops = [o for o in (whole or _opcodes(a, b, budget=budget)) if o[1] != o[2] or o[3] != o[4]]
     if not any(t != "equal" for t, *_ in ops):
         return []
     merged: list[list] = []  # adjacent equal opcodes joined
@@ -154,6 +174,7 @@ def _range(start: int, stop: int) -> str:
 
 def compute_diff(original: Tree, final: Tree) -> Diff:
     diff = Diff()
+    budget = [DIFF_CELLS, DIFF_LINES]  # for every file of the diff together
     parts: list[str] = []
     for path in sorted(set(original.files) | set(final.files) | set(original.symlinks) | set(final.symlinks)):
         if is_artifact(path):
@@ -176,6 +197,6 @@ def compute_diff(original: Tree, final: Tree) -> Diff:
             parts.append(f"Binary files a/{path} and b/{path} differ\n")
         else:
             parts.extend(_unified(ta, tb, f"a/{path}" if a is not None else "/dev/null",
-                                  f"b/{path}" if b is not None else "/dev/null"))
+                                  f"b/{path}" if b is not None else "/dev/null", budget=budget))
     diff.text = "".join(p if p.endswith("\n") else p + "\n\\ No newline at end of file\n" for p in parts)
     return diff

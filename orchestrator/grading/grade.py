@@ -83,12 +83,16 @@ def _test(sandboxes: SandboxFactory, image_id: str, final: Tree, original: Tree,
 
     for attempt in (1, 2):
         try:
+            set_up = True
             try:
                 run = graded(final, comp, "grader")
             except GraderInfraError as exc:
+                set_up = False
                 run = TestRun(integrity=[f"the final workspace could not be set up for grading ({exc.kind}): "
                                          f"{exc.detail[-500:]}"], results_found=False)
-            if script and task.untouched_times_out and _suspicious(run):
+            # a grader that could not even be set up is compared with the untouched environment as on every task
+            # (the seventeenth review: an engine's failure to start it is no agent's failure)
+            if script and task.untouched_times_out and set_up and _suspicious(run):
                 # the untouched environment times out by design here: no comparison with it can tell a broken
                 # grader (the sixteenth review: code under test that kills the script was then an infrastructure
                 # error, retried for free); the oracle passed in time at the check, so it is the agent's failure

@@ -115,7 +115,9 @@ ENTRY_POINTS = re.compile(r"(?:^|/)(?:[^/]*\.(?:dist-info|egg-info)|[^/]*\.egg/e
                           re.IGNORECASE)
 """Distribution metadata whose entry points ``importlib.metadata`` reads (it matches the folder's suffix in any
 case; the file name too, here, in case the filesystem does not tell case)."""
-SITE_FOLDER = re.compile(r"(?:^|/)(?:site-packages|dist-packages|lib/python[0-9][^/]*(?:/lib-dynload)?)$")
+SITE_FOLDER = re.compile(r"(?:^|/)(?:site-packages|dist-packages|lib/python[0-9]+(?:\.[0-9]+)?t?(?:/lib-dynload)?)$")
+"""A site folder, or a Python's own library folder (``lib/python3.11``, ``lib/python3.13t``; never ``python3compat``,
+the seventeenth review)."""
 TEST_FILE = re.compile(r"(?:^|/)(?:conftest\.py|test_[^/]*\.py|[^/]*_test\.py)$")
 FALLBACK_NAMES = frozenset(sys.stdlib_module_names) | frozenset(sys.builtin_module_names) | {
     "pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py", "exceptiongroup", "tomli", "pygments", "colorama"}
@@ -344,11 +346,12 @@ def replaced_runners(tree: Tree, workdir: str, changed: list[str], path_env: str
     return list(dict.fromkeys(out))
 
 
-PROBE_RUN = ('printf "%s\\n" "$PATH"; p=$(command -v python3) || exit 0; case "$p" in "$2"/*) '
+PROBE_RUN = ('printf "%s\\n" "$PATH"; printf "%s\\n" "${PYTHONPATH-}"; p=$(command -v python3) || exit 0; '
+             'case "$p" in "$2"/*) '
              'printf "inside %s %s\\n" "$(readlink -f "$p" 2>/dev/null)" "$p"; exit 0 ;; esac; '
              'cd / && exec "$p" -I -S -c "$1" "$2"')
-"""The script's PATH, then ``PROBE``'s answer from its python3 (isolated, without ``site``: no ``.pth`` file runs);
-a python3 inside the workspace is not run (it may be the agent's), its real path is printed instead."""
+"""The script's PATH and PYTHONPATH, then ``PROBE``'s answer from its python3 (isolated, without ``site``: no ``.pth``
+file runs); a python3 inside the workspace is not run (it may be the agent's), its real path is printed instead."""
 
 
 def _probe(sandbox: Sandbox, workdir: str, env: dict[str, str], changed: list[str] | None = None) -> tuple[str, dict]:
@@ -360,14 +363,16 @@ def _probe(sandbox: Sandbox, workdir: str, env: dict[str, str], changed: list[st
     res = sandbox.exec(["sh", "-c", PROBE_RUN, "sh", PROBE, root], timeout=60, env=env)
     lines = res.text().splitlines()
     path_env = lines[0] if lines else ""
-    answer = lines[1] if len(lines) > 1 else ""
+    python_path = lines[1] if len(lines) > 1 else ""
+    answer = lines[2] if len(lines) > 2 else ""
     if answer.startswith("inside "):
         real, _, command = answer[len("inside "):].partition(" ")
         folder = {posixpath.dirname(p) for p in (changed or [])}
         found = [d for d in path_env.split(":") if d.startswith(root + "/")]
         rel_dirs = {d[len(root) + 1:].rstrip("/") for d in found}
         if not real.startswith("/") or real == root or real.startswith(root + "/") or rel_dirs & folder:
-            return path_env, {"note": "the python3 on the script's PATH is in the workspace: not asked"}
+            return path_env, {"note": "the python3 on the script's PATH is in the workspace: not asked",
+                              "pythonpath": _inside(python_path, root)}
         # by its link, so that the environment it belongs to (its pyvenv.cfg, its site folder) is the one asked
         res = sandbox.exec(["sh", "-c", 'cd / && exec "$1" -I -S -c "$2" "$3"', "sh", command, PROBE, root],
                            timeout=60, env=env)
@@ -379,7 +384,17 @@ def _probe(sandbox: Sandbox, workdir: str, env: dict[str, str], changed: list[st
         probed = {}
     if not isinstance(probed, dict):
         probed = {}
+    if "names" not in probed:  # not asked: the script's PYTHONPATH folders in the workspace still come first on the
+        # path (the seventeenth review: ``src/pytest.py`` under ``PYTHONPATH=/app/src`` with a workspace venv)
+        probed["pythonpath"] = _inside(python_path, root)
     return path_env, probed
+
+
+def _inside(python_path: str, root: str) -> list[str]:
+    """The folders of a PYTHONPATH inside the workspace at ``root``, relative to it (``""`` for the root)."""
+    entries = [posixpath.normpath(x if x.startswith("/") else posixpath.join(root, x))
+               for x in python_path.split(":") if x]
+    return sorted({e[len(root) + 1:] for e in entries if e.startswith(root + "/")} | ({""} if root in entries else set()))
 
 
 def read_regular(sandbox: Sandbox, path: str, max_bytes: int) -> tuple[str, bytes]:

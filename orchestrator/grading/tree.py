@@ -168,7 +168,7 @@ def followed(tree: Tree, workdir: str = "/workspace", limit: int | None = None,
                 dirs=set(tree.dirs))
     cap = limit if limit is not None else 4 * (len(tree.files) + len(tree.symlinks)) + 100_000
     children: dict[str, set[str]] = {}
-    added_bytes = 0
+    added_bytes = work = 0
 
     def index(path: str) -> None:
         parent, _, name = path.rpartition("/")
@@ -193,19 +193,25 @@ def followed(tree: Tree, workdir: str = "/workspace", limit: int | None = None,
             if real in view.files:
                 found = [(link, real)]
             else:
-                found, stack = [], [real]
+                found, stack, pending = [], [real], 0
                 while stack:
                     d = stack.pop()
                     for name in list(children.get(d, ())):
+                        work += 1
                         q = f"{d}/{name}" if d else name
                         if q in view.files:
-                            found.append((f"{link}/{q[len(real) + 1:]}" if real else f"{link}/{q}", q))
+                            new = f"{link}/{q[len(real) + 1:]}" if real else f"{link}/{q}"
+                            pending += len(new)
+                            found.append((new, q))
                         elif not q.startswith(f"{link}/") and q != link:  # never into the link's own expansion
                             stack.append(q)
+                    if added_bytes + pending > name_bytes or work > 10 * cap:  # bounded while walking, not after
+                        stack = []
+                        found.append(("", ""))  # stands for the rest: the bound below is reached
             for new, old in found:
                 if new in view.files:
                     continue
-                added_bytes += len(new)
+                added_bytes += len(new) or name_bytes + 1
                 if len(view.files) >= cap or added_bytes > name_bytes:
                     view.truncated = True
                     view.problems.append(f"the workspace's links lead to more than {cap} paths or {name_bytes} "
@@ -226,7 +232,10 @@ def changed_in(tree: Tree, original: Tree | None) -> list[str]:
     symlinks by their target."""
     if original is None:
         return []
-    out = [p for p, b in tree.files.items() if original.files.get(p) != b or p in original.symlinks]
+    # a path that was a link and is now a file changed; in a ``followed`` view a link is both (a file at its path
+    # too), so an untouched link is no change (the seventeenth review: every link to a file counted as changed)
+    out = [p for p, b in tree.files.items()
+           if original.files.get(p) != b or (p in original.symlinks and p not in tree.symlinks)]
     out += [p for p, t in tree.symlinks.items() if original.symlinks.get(p) != t]
     return sorted(out)
 
