@@ -514,12 +514,12 @@ def test_a_python3_in_the_workspace_is_asked_only_when_nothing_of_the_agents_sta
 
     path = "/app/.venv/bin:/usr/bin"
     # the venv's python3 links out and nothing changed in its folder: asked by its link (its own environment)
-    box = _ProbeSandbox(f"{path}\ninside /usr/bin/python3.11 /app/.venv/bin/python3\n", '{"names": ["json"]}\n')
+    box = _ProbeSandbox(f"{path}\n\ninside /usr/bin/python3.11 /app/.venv/bin/python3\n", '{"names": ["json"]}\n')
     assert _probe(box, "/app", {}, ["stats/__init__.py"]) == (path, {"names": ["json"]})
     assert box.calls[1][-3] == "/app/.venv/bin/python3" and "-S" in box.calls[1][2]
     # something the agent changed in that folder, or a python3 that resolves inside the workspace: not run
     for changed, real in ((["stats/x.py", ".venv/bin/python"], "/usr/bin/python3.11"), ([], "/app/evil")):
-        box = _ProbeSandbox(f"{path}\ninside {real} /app/.venv/bin/python3\n")
+        box = _ProbeSandbox(f"{path}\n\ninside {real} /app/.venv/bin/python3\n")
         env_path, probed = _probe(box, "/app", {}, changed)
         assert env_path == path and "not asked" in probed["note"] and len(box.calls) == 1
 
