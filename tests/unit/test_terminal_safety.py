@@ -262,32 +262,30 @@ def test_cli_show_output_is_printable(tmp_path, capsys):
 
 
 def test_progress_line_is_one_line(tmp_path):
-    from orchestrator.job import _progress
-
-    class Spec:
-        trial_id = "t1/a/0"
+    from orchestrator.display import PlainDisplay, Tally
 
     said: list[str] = []
     result = TrialResult.from_dict({
         "id": "t1/a/0", "task": "t1", "candidate": "a", "replicate": 0, "attempt": 1, "duration_s": 1.0,
         "cost_usd": 0.0, "node": {"name": "n\x1b[2J"},
         "verdict": {"outcome": "rejected", "kind": None, "accepted": False, "reasons": [FORGE, "scope\r"]}})
-    _progress(said.append, 1, 2, 0, 0, 0.0, 0.0, Spec(), result, show_node=True)
+    tally = Tally(2)
+    tally.count(result)
+    PlainDisplay(said.append).trial(tally, "t1/a/0", result, 0.0, running=0, show_node=True)
     assert len(said) == 1 and "\n" not in said[0] and not controls(said[0])
     assert said[0].startswith("[1/2] t1/a/0") and "rejected on n\\x1b[2J" in said[0]
 
 
 def test_progress_keeps_its_own_columns_and_still_shows_a_fields_space_run(capsys):
     from orchestrator.commands import say
-    from orchestrator.job import _progress
-
-    class Spec:
-        trial_id = "t1/a/0"
+    from orchestrator.display import PlainDisplay, Tally
 
     result = TrialResult.from_dict({
         "id": "t1/a/0", "task": "t1", "candidate": "a", "replicate": 0, "attempt": 1, "duration_s": 1.0,
         "verdict": {"outcome": "rejected", "kind": None, "accepted": False, "reasons": ["x" + " " * 40 + "y\x1b[2J"]}})
-    _progress(say, 1, 2, 0, 1, 0.0, 0.0, Spec(), result)
+    tally = Tally(2)
+    tally.count(result)
+    PlainDisplay(say).trial(tally, "t1/a/0", result, 0.0, running=0)
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and "t1/a/0" + " " * 40 in out  # trialbox's padding, as it is
     assert "x [40 spaces] y\\x1b[2J" in out and "\x1b" not in out  # the reason's run and escape, shown
