@@ -201,8 +201,9 @@ def followed(tree: Tree, workdir: str = "/workspace", limit: int | None = None,
                         q = f"{d}/{name}" if d else name
                         if q in view.files:
                             new = f"{link}/{q[len(real) + 1:]}" if real else f"{link}/{q}"
-                            pending += len(new)
-                            found.append((new, q))
+                            if new not in view.files:  # a later pass walks again what is there already
+                                pending += len(new)
+                                found.append((new, q))
                         elif not q.startswith(f"{link}/") and q != link:  # never into the link's own expansion
                             stack.append(q)
                     if added_bytes + pending > name_bytes or work > 10 * cap:  # bounded while walking, not after
