@@ -253,14 +253,21 @@ AGENTS = {
 }
 
 
-def test_the_script_grader_against_agents_that_do_not_do_the_work(imported, project, repo_root, tmp_path):
-    out, _ = imported
-    for name, steps in AGENTS.items():
+def run_script_agents(project: Path, repo_root: Path, out: Path, agents: dict, tmp_path: Path) -> Path:
+    """One trial of the imported fix-median (under ``out``) per script agent (name: its steps, then a submit);
+    the run folder."""
+    for name, steps in agents.items():
         (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump({"steps": [*steps, {"submit": {"summary": "done"}}]}))
-    fix_median_manifest(project, out, [{"name": n, "agent": "script", "script": f"{n}.yaml"} for n in AGENTS],
+    fix_median_manifest(project, out, [{"name": n, "agent": "script", "script": f"{n}.yaml"} for n in agents],
                         tmp_path / "m.yaml")
     run = tmp_path / "run"
     cli("run", str(tmp_path / "m.yaml"), "--out", str(run), "--unchecked", cwd=repo_root, check=0)
+    return run
+
+
+def test_the_script_grader_against_agents_that_do_not_do_the_work(imported, project, repo_root, tmp_path):
+    out, _ = imported
+    run = run_script_agents(project, repo_root, out, AGENTS, tmp_path)
     got = outcomes(run)
     assert got == {f"fix-median/{n}/0": "accepted" if n.startswith(("honest", "limit_")) else "rejected"
                    for n in AGENTS}, got

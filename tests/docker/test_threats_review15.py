@@ -32,9 +32,8 @@ import shutil
 import sqlite3
 
 import pytest
-import yaml
 
-from .test_harbor import EXIT0, PASS_ALL, fix_median_manifest
+from .test_harbor import EXIT0, PASS_ALL, run_script_agents
 from .test_run_cli import cli
 from .test_threats import FIX, SUBMIT, criteria, setup, trial  # noqa: F401  (setup is a fixture)
 
@@ -54,12 +53,7 @@ def _run_fix_median(project, repo_root, tmp_path, agents: dict, dockerfile_tail:
     out = tmp_path / "imported"
     cli("tasks", "import-harbor", str(src), "--out", str(out / "tasks"), "--images", str(project / "images"), *BASES,
         cwd=repo_root, check=0)
-    for name, steps in agents.items():
-        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump({"steps": [*steps, {"submit": {"summary": "done"}}]}))
-    fix_median_manifest(project, out, [{"name": n, "agent": "script", "script": f"{n}.yaml"} for n in agents],
-                        tmp_path / "m.yaml")
-    run = tmp_path / "run"
-    cli("run", str(tmp_path / "m.yaml"), "--out", str(run), "--unchecked", cwd=repo_root, check=0)
+    run = run_script_agents(project, repo_root, out, agents, tmp_path)
     db = sqlite3.connect(run / "results.sqlite")
     try:  # each agent's outcome and the criteria that failed
         return {tid.split("/")[1]: (outcome, sorted(json.loads(reasons)))
