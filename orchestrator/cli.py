@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import __version__
 from .commands import (cmd_calibrate, cmd_export, cmd_import_harbor, cmd_import_swebench, cmd_regrade, cmd_report, cmd_reproduce, cmd_run,
-                       cmd_show, cmd_tasks_check, connect_engine, echo, err, load_all, say)
+                       cmd_show, cmd_tasks_check, cmd_view, connect_engine, echo, err, load_all, say)
 from .errors import TrialboxError, ValidationFailed
 from .mutants import DEFAULT_COUNT as DEFAULT_MUTANTS
 
@@ -241,7 +241,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="the results document (schemas/report.schema.json)")
     p.add_argument("--gate", action="store_true", help="exit 0 on ADOPT, 1 on REJECT, 3 otherwise")
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page with plots")
+    p.add_argument("--viewer", metavar="URL", help="with --html: link each task's cells to `trialbox view` at URL "
+                   "(for example http://127.0.0.1:8770)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("view", help="a local web viewer over run folders: the run, every trial, comparisons, live")
+    p.add_argument("runs", nargs="*", metavar="RUN", help="run folders (default: every run folder under ./runs)")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: this machine only)")
+    p.add_argument("--port", type=int, default=8770, help="the port (0: any free one; default 8770)")
+    p.set_defaults(func=cmd_view)
 
     p = sub.add_parser("export", help="each trial's trajectory from its host-recorded events (ATIF)")
     p.add_argument("run")

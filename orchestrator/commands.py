@@ -164,9 +164,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.html:
         from .html import render
 
-        Path(args.html).write_text(render(report))
+        link = None
+        if args.viewer:
+            from urllib.parse import quote, urlencode
+
+            base = args.viewer.rstrip("/") + "/runs/" + quote(paths.root.resolve().name, safe="")
+            link = lambda task, cand: f"{base}/compare?" + urlencode({"task": task, "a": cand})  # noqa: E731
+        Path(args.html).write_text(render(report, link))
     print(to_json(report) if args.json else terminal(report))  # JSON is ASCII (escaped); terminal() is printable
     return GATE[report["adoption"]["decision"]] if args.gate else 0
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    """``trialbox view [RUN…]``: the viewer over the run folders given (default: every run under ./runs)."""
+    from .viewer.serve import named_runs, runs_under, serve
+
+    folders = [Path(r) for r in args.runs] or runs_under(Path("runs"))
+    if not folders:
+        raise ConfigError("view: no run folder given, and none under ./runs (name one: trialbox view RUN)")
+    serve(named_runs(folders), args.host, args.port, say=echo)
+    return 0
 
 
 @with_scripted_model

@@ -131,10 +131,41 @@ def paired_plot(report: dict[str, Any]) -> str:
                   f"{len(tasks)} tasks", "difference")
 
 
-def render(report: dict[str, Any]) -> str:
+def render(report: dict[str, Any], trial_link: Any = None) -> str:
+    """The whole report as one self-contained page (``trialbox report --html``); ``trial_link`` as in
+    ``report_body`` (``--viewer``: each task's cells link to the viewer)."""
+    a = report["adoption"]
+    badge = {"ADOPT": "#2ca02c", "REJECT": "#d62728", "INCONCLUSIVE": "#ff7f0e"}.get(a["decision"], "#777")
+    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>trialbox report</title>
+<style>body{{font:14px system-ui,sans-serif;margin:24px;max-width:1100px}}figure{{display:inline-block;margin:8px}}
+figcaption{{font-weight:600;margin-bottom:4px}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px}}
+.decision{{color:#fff;background:{badge};padding:6px 12px;display:inline-block;border-radius:4px;font-weight:700}}
+.warn{{color:#a60}}</style></head><body>
+<h1>trialbox report — run {_esc(report['run']['id'])}</h1>
+{report_body(report, trial_link)}
+<script>
+window.__errors = [];
+window.addEventListener("error", e => window.__errors.push(String(e.message)));
+window.addEventListener("load", () => {{
+  const plots = document.querySelectorAll("svg.plot");
+  const empty = [...plots].filter(p => p.getBBox().width === 0 || p.childElementCount < 3);
+  document.title = (plots.length === {PLOTS} && !empty.length && !window.__errors.length)
+    ? "trialbox report: ok" : "trialbox report: broken (" + empty.length + " empty, " + window.__errors.join("; ") + ")";
+}});
+</script></body></html>
+"""
+
+
+PLOTS = 5
+"""The plots ``report_body`` draws."""
+
+
+def report_body(report: dict[str, Any], trial_link: Any = None) -> str:
+    """The report's content without its page: the run line, warnings, the decision and its reasons, every table
+    and the plots (the static page and the viewer's run page both show it). Every string that could come from a
+    trial is escaped. ``trial_link(task, candidate)``, when given, is the URL the per-task table links to."""
     a = report["adoption"]
     run = report["run"]
-    badge = {"ADOPT": "#2ca02c", "REJECT": "#d62728", "INCONCLUSIVE": "#ff7f0e"}.get(a["decision"], "#777")
     rows = "".join(
         f"<tr><td>{_esc(n)}</td><td>{_esc(c['n_accepted'])}/{_esc(c['n_trials_in_denominator'])}</td>"
         f"<td>{_esc(c['infra_errors'])}</td><td>{_esc(c['excluded'] or '')}</td><td>{_esc(money(c['cost_usd_total']))}</td>"
@@ -158,31 +189,15 @@ def render(report: dict[str, Any]) -> str:
                     + _esc("; ".join(f"{e['trial']}: {e['reason']}" for e in infra["examples"])) + "</p>") + warnings
     cost_table, ablation_table, node_table = _cost_table(report), _ablation_table(report), _node_table(report)
     cost_table = _model_side_table(report) + cost_table + _comparison_table(report) + _grader_figures(report) \
-        + _per_task_table(report)
-    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>trialbox report</title>
-<style>body{{font:14px system-ui,sans-serif;margin:24px;max-width:1100px}}figure{{display:inline-block;margin:8px}}
-figcaption{{font-weight:600;margin-bottom:4px}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px}}
-.decision{{color:#fff;background:{badge};padding:6px 12px;display:inline-block;border-radius:4px;font-weight:700}}
-.warn{{color:#a60}}</style></head><body>
-<h1>trialbox report — run {_esc(run['id'])}</h1>
-<p>{_esc(run['finished_trials'])}/{_esc(run['planned_trials'])} trials{' — PROVISIONAL (unfinished run)' if run['provisional'] else ''};
+        + _per_task_table(report, trial_link)
+    badge = {"ADOPT": "adopt", "REJECT": "reject", "INCONCLUSIVE": "inconclusive"}.get(a["decision"], "other")
+    return f"""<p>{_esc(run['finished_trials'])}/{_esc(run['planned_trials'])} trials{' — PROVISIONAL (unfinished run)' if run['provisional'] else ''};
 primary metric {_esc(report['primary_metric'])}; confidence {_esc(report['confidence'])}</p>{warnings}
-<p class="decision">{_esc(a['decision'])}</p><ul>{''.join(f'<li>{_esc(r)}</li>' for r in a['reasons'])}</ul>
+<p class="decision {badge}">{_esc(a['decision'])}</p><ul>{''.join(f'<li>{_esc(r)}</li>' for r in a['reasons'])}</ul>
 <table><tr><th>candidate</th><th>accepted</th><th>infra errors</th><th>excluded</th><th>cost</th><th>latency p50/p95</th></tr>{rows}</table>
 {cost_table}{ablation_table}
 {node_table}
-{''.join(plots)}
-<script>
-window.__errors = [];
-window.addEventListener("error", e => window.__errors.push(String(e.message)));
-window.addEventListener("load", () => {{
-  const plots = document.querySelectorAll("svg.plot");
-  const empty = [...plots].filter(p => p.getBBox().width === 0 || p.childElementCount < 3);
-  document.title = (plots.length === {len(plots)} && !empty.length && !window.__errors.length)
-    ? "trialbox report: ok" : "trialbox report: broken (" + empty.length + " empty, " + window.__errors.join("; ") + ")";
-}});
-</script></body></html>
-"""
+{''.join(plots)}"""
 
 
 def _model_side_table(report: dict[str, Any]) -> str:
@@ -304,9 +319,10 @@ def _grader_figures(report: dict[str, Any]) -> str:
             "<th>reward metrics (script graders)</th></tr>" + "".join(rows) + "</table>") if rows else ""
 
 
-def _per_task_table(report: dict[str, Any]) -> str:
+def _per_task_table(report: dict[str, Any], trial_link: Any = None) -> str:
     """One row per task: each candidate's accepted/trials, the grader's strength (as the run's lock recorded it),
-    its survivors and whether the task is suspect (no agent solved it)."""
+    its survivors and whether the task is suspect (no agent solved it). With ``trial_link(task, candidate)``, each
+    candidate's cell links to that task's trials in the viewer."""
     names = list(report["candidates"])
     graders = report.get("graders") or {}
     tasks = sorted({t for c in report["candidates"].values() for t in c.get("per_task") or {}} | set(graders))
@@ -315,10 +331,7 @@ def _per_task_table(report: dict[str, Any]) -> str:
     rows = []
     for t in tasks:
         g = graders.get(t) or {}
-        cells = "".join(
-            f"<td>{_esc(pt['accepted'])}/{_esc(pt['trials'])}</td>" if (pt := (report['candidates'][n].get('per_task')
-                                                                            or {}).get(t)) else "<td>–</td>"
-            for n in names)
+        cells = "".join(_task_cell(report["candidates"][n], t, n, trial_link) for n in names)
         strength = "not measured" if g.get("strength") is None else f"{g['strength']:.2f} of {g.get('mutants_graded')}"
         rows.append(f"<tr><td>{_esc(t)}</td>{cells}<td>{_esc(strength)}</td>"
                     f"<td>{_esc(', '.join(g.get('survivors') or []) or '–')}</td>"
@@ -326,3 +339,13 @@ def _per_task_table(report: dict[str, Any]) -> str:
     return ("<h2>Per task</h2><table><tr><th>task</th>" + "".join(f"<th>{_esc(n)}</th>" for n in names)
             + "<th>grader strength (mutants rejected)</th><th>survivors</th><th>solved by no agent</th></tr>"
             + "".join(rows) + "</table>")
+
+
+def _task_cell(candidate: dict[str, Any], task: str, name: str, trial_link: Any) -> str:
+    pt = (candidate.get("per_task") or {}).get(task)
+    if not pt:
+        return "<td>–</td>"
+    text = f"{_esc(pt['accepted'])}/{_esc(pt['trials'])}"
+    if trial_link is None:
+        return f"<td>{text}</td>"
+    return f'<td><a href="{_esc(trial_link(task, name))}">{text}</a></td>'
