@@ -90,10 +90,11 @@ DIFF = """diff --git a/src/stats.py b/src/stats.py
 
 
 def write_run(root: Path, tasks: int = 6, candidates: tuple[str, ...] = ("base", "new"), replicates: int = 3,
-              files: bool = True, hostile_trial: str | None = None, seed: int = 7, finished: int | None = None,
+              files: bool | int = True, hostile_trial: str | None = None, seed: int = 7, finished: int | None = None,
               planned: bool = True) -> RunPaths:
     """A run folder of ``tasks`` × ``candidates`` × ``replicates`` trials; ``finished`` of them recorded (all by
-    default), the rest planned (``plan.json``). ``files``: each trial's event log, diff and grader log too."""
+    default), the rest planned (``plan.json``). ``files``: each trial's event log, diff and grader log too (a
+    number k: every k-th trial's)."""
     paths = RunPaths(root)
     store = Store(paths)
     paths.lock.write_text("{}")
@@ -103,7 +104,8 @@ def write_run(root: Path, tasks: int = 6, candidates: tuple[str, ...] = ("base",
         paths.plan.write_text(json.dumps({"order": "blocked", "trials": [f"{t}/{c}/{r}" for t, c, r in ids]}))
     try:
         for n, (task, cand, rep) in enumerate(ids[: len(ids) if finished is None else finished]):
-            record_trial(paths, store, task, cand, rep, n, rng, files, hostile_trial)
+            record_trial(paths, store, task, cand, rep, n, rng,
+                         files if isinstance(files, bool) else n % files == 0, hostile_trial)
     finally:
         store.close()
     return paths

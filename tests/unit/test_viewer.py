@@ -176,3 +176,36 @@ def test_the_static_report_links_each_task_to_the_viewer(tmp_path):
     page = render(report, lambda task, cand: f"http://127.0.0.1:8770/runs/run/compare?task={task}&a={cand}")
     assert 'href="http://127.0.0.1:8770/runs/run/compare?task=t00&amp;a=base"' in page
     assert "href=" not in render(report)
+
+
+def test_the_figures_are_the_reports_own_for_the_runs_manifest(tmp_path):
+    """The figures panel as served: ``report_html`` loads the manifest the run used (source.json) and its tasks,
+    and renders the report's body with each task's cells linking to the comparison page."""
+    from pathlib import Path
+
+    from orchestrator.loading import load_manifest
+    from orchestrator.store import RunPaths
+    from orchestrator.taskload import load_tasks
+    from orchestrator.viewer.app import report_html
+    from orchestrator.viewer.data import RunData
+
+    manifest_file = Path(__file__).resolve().parents[2] / "examples" / "offline-demo.yaml"
+    loaded = load_manifest(manifest_file)
+    tasks = [t.id for t in load_tasks(loaded)]
+    paths = RunPaths(tmp_path / "demo")
+    store = Store(paths)
+    rng = random.Random(5)
+    try:
+        n = 0
+        for task in tasks:
+            for cand in [c.name for c in loaded.manifest.candidates]:
+                for rep in range(2):
+                    record_trial(paths, store, task, cand, rep, n, rng, files=False)
+                    n += 1
+    finally:
+        store.close()
+    paths.lock.write_text("{}")
+    paths.source.write_text(json.dumps({"manifest": str(manifest_file)}))
+    html = report_html(RunData("demo", paths.root), lambda task, cand: f"/runs/demo/compare?task={task}&a={cand}")
+    assert 'class="decision' in html and html.count('class="plot"') == 5
+    assert f'href="/runs/demo/compare?task={tasks[0]}&amp;a=' in html

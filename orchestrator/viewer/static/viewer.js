@@ -133,6 +133,7 @@ function draw() {
   document.getElementById("f-count").textContent = shown.length + " of " + state.rows.size + " trials";
   drawMatrix(shown);
   drawTable(shown);
+  if (!window.__viewer.drawnAt && state.rows.size) window.__viewer.drawnAt = performance.now();
 }
 
 async function fetchRows() {
