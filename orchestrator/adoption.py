@@ -41,27 +41,27 @@ def adoption(report: dict[str, Any], by_cand: dict[str, list[TrialResult]], m: M
     if diff["interval"] is None:
         reasons.append("the difference has no interval")
     elif diff["interval"][1] < rule.min_delta:
-        reject.append(f"the difference's interval {diff['interval']} lies below min_delta {rule.min_delta}")
+        reject.append(f"the difference's interval {_iv(diff['interval'])} lies below min_delta {rule.min_delta}")
     elif diff["interval"][0] > rule.min_delta:
-        adopt.append(f"the difference's interval {diff['interval']} lies above min_delta {rule.min_delta}")
+        adopt.append(f"the difference's interval {_iv(diff['interval'])} lies above min_delta {rule.min_delta}")
     else:
-        reasons.append(f"the difference's interval {diff['interval']} contains min_delta {rule.min_delta}")
+        reasons.append(f"the difference's interval {_iv(diff['interval'])} contains min_delta {rule.min_delta}")
     if bound is not None:
         if cost["value"] is None:
             reject.append("no accepted trial: the cost per accepted run is unbounded")
         elif cost["interval"] is None:
             reasons.append("the cost per accepted run has no interval")
         elif cost["interval"][0] > bound:
-            reject.append(f"the cost per accepted interval {cost['interval']} lies above {bound}")
+            reject.append(f"the cost per accepted interval {_iv(cost['interval'])} lies above {bound}")
         elif cost["interval"][1] < bound and (short := _cost_is_lower_bound(report["candidates"][rule.candidate])):
-            reasons.append(f"the cost per accepted interval {cost['interval']} lies below {bound}, but it is a lower "
+            reasons.append(f"the cost per accepted interval {_iv(cost['interval'])} lies below {bound}, but it is a lower "
                            f"bound: {short}")
         elif cost["interval"][1] < bound:
             unpriced = report["candidates"][rule.candidate]["cost"]["unpriced"]
-            adopt.append(f"the cost per accepted interval {cost['interval']} lies below {bound}" + (
+            adopt.append(f"the cost per accepted interval {_iv(cost['interval'])} lies below {bound}" + (
                 f" (with {', '.join(sorted(unpriced))} counted as $0: no price was declared)" if unpriced else ""))
         else:
-            reasons.append(f"the cost per accepted interval {cost['interval']} contains {bound}")
+            reasons.append(f"the cost per accepted interval {_iv(cost['interval'])} contains {bound}")
     if blocked:
         reject.append(f"blocking criteria failed in some trial: {blocked}")
     forged = (report["candidates"][rule.candidate].get("integrity") or {}).get("grader_integrity", 0)
@@ -86,3 +86,8 @@ def _cost_is_lower_bound(c: dict[str, Any]) -> str | None:
     if c["cost"]["unmeasured_attempts"]:
         why.append(f"{c['cost']['unmeasured_attempts']} container run(s) could not be measured")
     return "; ".join(why) or None
+
+
+def _iv(interval: list[float] | tuple[float, float]) -> str:
+    """An interval in a reason, to four significant digits (the report's JSON keeps every digit)."""
+    return f"[{interval[0]:.4g}, {interval[1]:.4g}]"

@@ -49,12 +49,77 @@ def _legend(names: list[str], offset: int = 0) -> str:
                    f'<text x="{W - 135}" y="{23 + 16 * i}" font-size="11">{_esc(n)}</text>' for i, n in enumerate(names))
 
 
+def _whisker_h(x1: float, x2: float, y: float, color: str, cap: float = 5) -> str:
+    """A horizontal interval with caps at both ends."""
+    return (f'<line x1="{x1:.1f}" x2="{x2:.1f}" y1="{y:.1f}" y2="{y:.1f}" stroke="{color}" stroke-width="2"/>'
+            f'<line x1="{x1:.1f}" x2="{x1:.1f}" y1="{y - cap:.1f}" y2="{y + cap:.1f}" stroke="{color}" stroke-width="2"/>'
+            f'<line x1="{x2:.1f}" x2="{x2:.1f}" y1="{y - cap:.1f}" y2="{y + cap:.1f}" stroke="{color}" stroke-width="2"/>')
+
+
+def _whisker_v(x: float, y1: float, y2: float, color: str, cap: float = 4) -> str:
+    """A vertical interval with caps at both ends."""
+    return (f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y1:.1f}" y2="{y2:.1f}" stroke="{color}" stroke-width="2"/>'
+            f'<line x1="{x - cap:.1f}" x2="{x + cap:.1f}" y1="{y1:.1f}" y2="{y1:.1f}" stroke="{color}" stroke-width="2"/>'
+            f'<line x1="{x - cap:.1f}" x2="{x + cap:.1f}" y1="{y2:.1f}" y2="{y2:.1f}" stroke="{color}" stroke-width="2"/>')
+
+
+def _figure(e: dict[str, Any], fmt: str = "{:.3f}") -> str:
+    """``value [lo, hi]`` as printed beside a whisker."""
+    if e.get("value") is None:
+        return "undefined"
+    iv = e.get("interval")
+    return fmt.format(e["value"]) + (f" [{fmt.format(iv[0])}, {fmt.format(iv[1])}]" if iv else " (no interval)")
+
+
+def decision_plot(report: dict[str, Any]) -> str:
+    """The figures the decision rests on, one row each with its interval and its value written beside it: for
+    each comparison, both candidates' primary metric on the tasks they share, then their difference (against 0);
+    for a run without comparisons, each candidate's primary metric."""
+    rows: list[tuple[str, dict[str, Any], str, bool]] = []  # label, estimate, colour, is a difference
+    names = list(report["candidates"])
+    color = {n: COLORS[i % len(COLORS)] for i, n in enumerate(names)}
+    for comp in report["comparisons"]:
+        paired = comp.get("on_paired_tasks") or {}
+        for side in ("baseline", "candidate"):
+            e = (paired.get(side) or {}).get("metric")
+            if e:
+                rows.append((f"{comp[side]} (paired tasks)", e, color.get(comp[side], "#333"), False))
+        rows.append((f"{comp['candidate']} − {comp['baseline']}", comp["difference"], "#333", True))
+    if not rows:
+        metric, _, k = str(report["primary_metric"]).partition("@")
+        for n, c in report["candidates"].items():
+            e = (c.get(metric) or {}).get(k or "1") if isinstance(c.get(metric), dict) else None
+            rows.append((n, e or c.get("acceptance_rate") or {"value": None}, color[n], False))
+    lo_x, hi_x = PAD + 120, W - 150
+    lo = min([0.0] + [min(e["interval"][0], e["value"]) for _, e, _, d in rows if d and e.get("interval")])
+    x = lambda v: _scale(v, lo, 1.0, lo_x, hi_x)  # noqa: E731
+    step = (H - PAD - 24) / max(1, len(rows))
+    parts = [f'<line x1="{x(0):.1f}" x2="{x(0):.1f}" y1="14" y2="{H - PAD}" stroke="#999" stroke-dasharray="3 3"/>']
+    parts += [f'<text x="{x(t):.1f}" y="{H - PAD + 14}" text-anchor="middle" font-size="10">{t:g}</text>'
+              for t in sorted({lo, 0.0, 0.5, 1.0}) if lo <= t <= 1.0]
+    for i, (label, e, col, _) in enumerate(rows):
+        yy = 24 + step * (i + 0.5)
+        parts.append(f'<text x="{lo_x - 8}" y="{yy + 4:.1f}" text-anchor="end" font-size="11">{_esc(label)}</text>')
+        if e.get("value") is None:
+            parts.append(f'<text x="{lo_x}" y="{yy + 4:.1f}" font-size="11" fill="#999">undefined</text>')
+            continue
+        if e.get("interval"):
+            parts.append(_whisker_h(x(e["interval"][0]), x(e["interval"][1]), yy, col))
+        parts.append(f'<circle cx="{x(e["value"]):.1f}" cy="{yy:.1f}" r="4" fill="{col}"/>')
+        parts.append(f'<text x="{hi_x + 8}" y="{yy + 4:.1f}" font-size="10">{_esc(_figure(e))}</text>')
+    return _frame(f"what the decision rests on: {report['primary_metric']} (95% intervals)", "".join(parts),
+                  str(report["primary_metric"]), "")
+
+
 def pass_plot(report: dict[str, Any], metric: str, label: str) -> str:
     names = list(report["candidates"])
     ks = sorted({int(k) for c in report["candidates"].values() for k in c[metric]})
-    x = lambda k: _scale(k, ks[0], ks[-1], PAD + 20, W - 170)  # noqa: E731
+    x = lambda k: _scale(k, ks[0], ks[-1], PAD + 30, W - 180)  # noqa: E731
     y = lambda v: _scale(v, 0, 1, H - PAD, 16)  # noqa: E731
-    parts = [f'<text x="{PAD - 6}" y="{y(t) + 4}" text-anchor="end" font-size="10">{t:.1f}</text>' for t in (0, 0.5, 1)]
+    dodge = lambda i: (i - (len(names) - 1) / 2) * 10  # noqa: E731  (candidates side by side at each k)
+    parts = [f'<line x1="{PAD}" x2="{W - 170}" y1="{y(t):.1f}" y2="{y(t):.1f}" stroke="#eee"/>' for t in (0.25, 0.5, 0.75, 1)]
+    parts += [f'<text x="{PAD - 6}" y="{y(t) + 4}" text-anchor="end" font-size="10">{t:.2f}</text>'
+              for t in (0, 0.25, 0.5, 0.75, 1)]
     parts += [f'<text x="{x(k)}" y="{H - PAD + 14}" text-anchor="middle" font-size="10">{_esc(k)}</text>' for k in ks]
     for i, name in enumerate(names):
         color, pts = COLORS[i % len(COLORS)], []
@@ -62,34 +127,35 @@ def pass_plot(report: dict[str, Any], metric: str, label: str) -> str:
             e = report["candidates"][name][metric].get(str(k))
             if not e or e["value"] is None:
                 continue
-            pts.append(f"{x(k) + 3 * i:.1f},{y(e['value']):.1f}")
+            xx = x(k) + dodge(i)
+            pts.append(f"{xx:.1f},{y(e['value']):.1f}")
             if e.get("interval"):
-                lo, hi = e["interval"]
-                parts.append(f'<line x1="{x(k) + 3 * i:.1f}" x2="{x(k) + 3 * i:.1f}" y1="{y(lo):.1f}" y2="{y(hi):.1f}" '
-                             f'stroke="{color}" stroke-width="2"/>')
-            parts.append(f'<circle cx="{x(k) + 3 * i:.1f}" cy="{y(e["value"]):.1f}" r="3.5" fill="{color}"/>')
+                parts.append(_whisker_v(xx, y(e["interval"][0]), y(e["interval"][1]), color))
+            parts.append(f'<circle cx="{xx:.1f}" cy="{y(e["value"]):.1f}" r="3.5" fill="{color}">'
+                         f'<title>{_esc(name)} {_esc(label)} k={_esc(k)}: {_esc(_figure(e))}</title></circle>')
         if len(pts) > 1:
-            parts.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="{color}"/>')
+            parts.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="{color}" opacity="0.5"/>')
     return _frame(f"{label} against k (95% intervals)", "".join(parts) + _legend(names), "k", label)
 
 
 def cost_plot(report: dict[str, Any]) -> str:
     rows = [(n, c["cost_per_accepted_usd"]) for n, c in report["candidates"].items()]
     top = max([e["interval"][1] if e.get("interval") else (e["value"] or 0) for _, e in rows] + [1e-9])
-    parts = []
+    x = lambda v: _scale(v, 0, top * 1.05, PAD + 10, W - 200)  # noqa: E731
+    parts = [f'<text x="{x(t):.1f}" y="{H - PAD + 14}" text-anchor="middle" font-size="10">${t:.3g}</text>'
+             for t in (0, top / 2, top)]
+    step = (H - PAD - 24) / max(1, len(rows))
     for i, (name, e) in enumerate(rows):
-        yy = 24 + i * ((H - PAD - 30) / max(1, len(rows)))
-        parts.append(f'<text x="{PAD + 4}" y="{yy - 4}" font-size="11">{_esc(name)}</text>')
+        yy = 24 + step * (i + 0.5)
+        color = COLORS[i % len(COLORS)]
+        parts.append(f'<text x="{PAD + 10}" y="{yy - 9:.1f}" font-size="11">{_esc(name)}</text>')
         if e["value"] is None:
-            parts.append(f'<text x="{PAD + 4}" y="{yy + 10}" font-size="11" fill="#999">undefined: {_esc(e.get("reason", ""))}</text>')
+            parts.append(f'<text x="{PAD + 10}" y="{yy + 8:.1f}" font-size="11" fill="#999">undefined: {_esc(e.get("reason", ""))}</text>')
             continue
-        x = lambda v: _scale(v, 0, top * 1.1, PAD, W - 20)  # noqa: E731
         if e.get("interval"):
-            parts.append(f'<line x1="{x(e["interval"][0]):.1f}" x2="{x(e["interval"][1]):.1f}" y1="{yy + 4}" y2="{yy + 4}" '
-                         f'stroke="#333" stroke-width="2"/>')
-        parts.append(f'<rect x="{PAD}" y="{yy}" width="{max(1.0, x(e["value"]) - PAD):.1f}" height="8" '
-                     f'fill="{COLORS[i % len(COLORS)]}" opacity="0.7"/>')
-        parts.append(f'<text x="{W - 18}" y="{yy + 8}" font-size="10" text-anchor="end">${e["value"]:.4f}</text>')
+            parts.append(_whisker_h(x(e["interval"][0]), x(e["interval"][1]), yy, color))
+        parts.append(f'<circle cx="{x(e["value"]):.1f}" cy="{yy:.1f}" r="4" fill="{color}"/>')
+        parts.append(f'<text x="{W - 192}" y="{yy + 4:.1f}" font-size="10">{_esc(_figure(e, "${:.4f}"))}</text>')
     return _frame("cost per accepted run, USD (95% intervals)", "".join(parts), "USD", "")
 
 
@@ -156,7 +222,7 @@ window.addEventListener("load", () => {{
 """
 
 
-PLOTS = 5
+PLOTS = 6
 """The plots ``report_body`` draws."""
 
 
@@ -171,8 +237,8 @@ def report_body(report: dict[str, Any], trial_link: Any = None) -> str:
         f"<td>{_esc(c['infra_errors'])}</td><td>{_esc(c['excluded'] or '')}</td><td>{_esc(money(c['cost_usd_total']))}</td>"
         f"<td>{c['latency_p50_s'] or 0:.1f}s / {c['latency_p95_s'] or 0:.1f}s</td></tr>"
         for n, c in report["candidates"].items())
-    plots = [pass_plot(report, "pass_at_k", "pass@k"), pass_plot(report, "pass_hat_k", "pass^k"), cost_plot(report),
-             latency_plot(report), paired_plot(report)]
+    plots = [decision_plot(report), pass_plot(report, "pass_at_k", "pass@k"), pass_plot(report, "pass_hat_k", "pass^k"),
+             cost_plot(report), latency_plot(report), paired_plot(report)]
     warnings = "".join(f"<p class='warn'>warning: {_esc(w)}</p>" for w in report["warnings"])
     stop = run.get("stopped")
     if stop:  # before every figure: they all lack these trials
@@ -195,9 +261,9 @@ def report_body(report: dict[str, Any], trial_link: Any = None) -> str:
 primary metric {_esc(report['primary_metric'])}; confidence {_esc(report['confidence'])}</p>{warnings}
 <p class="decision {badge}">{_esc(a['decision'])}</p><ul>{''.join(f'<li>{_esc(r)}</li>' for r in a['reasons'])}</ul>
 <table><tr><th>candidate</th><th>accepted</th><th>infra errors</th><th>excluded</th><th>cost</th><th>latency p50/p95</th></tr>{rows}</table>
+<div class="plots">{''.join(plots)}</div>
 {cost_table}{ablation_table}
-{node_table}
-{''.join(plots)}"""
+{node_table}"""
 
 
 def _model_side_table(report: dict[str, Any]) -> str:

@@ -34,7 +34,7 @@ def test_report_renders_every_plot_in_chromium(chromium, tmp_path, kind):
     dom = subprocess.run([chromium, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--dump-dom",
                           page.as_uri()], capture_output=True, text=True, timeout=120)
     assert "<title>trialbox report: ok</title>" in dom.stdout, dom.stdout[:500] + dom.stderr[-2000:]
-    assert dom.stdout.count('class="plot"') == 5
+    assert dom.stdout.count('class="plot"') == 6
     shot = tmp_path / "report.png"
     subprocess.run([chromium, *FLAGS, f"--user-data-dir={profile}", "--window-size=1200,1600", f"--screenshot={shot}",
                     page.as_uri()], capture_output=True, timeout=120)

@@ -275,7 +275,7 @@ def test_report_json_schema_gate_and_html(demo_run, repo_root, tmp_path):
                                                                               "scripted-fix", 2)
     assert ab["full_improvement"]["value"] == 0.5 and ab["component_adds"]["value"] == 0.5
     assert ab["share_persisting"]["value"] == 0.0
-    assert page.read_text().count('class="plot"') == 5
+    assert page.read_text().count('class="plot"') == 6
     text = cli("report", str(run), cwd=repo_root, check=0).stdout
     assert "decision: INCONCLUSIVE" in text and "pass^1" in text
     assert "cost by kind: model $" in text and "ablation claude-quick = claude-scripted without exploring" in text

@@ -207,5 +207,5 @@ def test_the_figures_are_the_reports_own_for_the_runs_manifest(tmp_path):
     paths.lock.write_text("{}")
     paths.source.write_text(json.dumps({"manifest": str(manifest_file)}))
     html = report_html(RunData("demo", paths.root), lambda task, cand: f"/runs/demo/compare?task={task}&a={cand}")
-    assert 'class="decision' in html and html.count('class="plot"') == 5
+    assert 'class="decision' in html and html.count('class="plot"') == 6
     assert f'href="/runs/demo/compare?task={tasks[0]}&amp;a=' in html
