@@ -82,6 +82,14 @@ class SandboxSpec:
     scratch_dirs: tuple[str, ...] = ()
     """Extra writable folders (tmpfs of ``tmp_limit_mb``, counted against memory, owned by the user): a
     script grader's test and reward folders, the oracle's solution folder."""
+    machine: bool = False
+    """The sandbox's state is the machine, not a folder (``sandbox.machine``): every top-level folder of the image
+    is an overlay whose changes go to the sandbox's bounded disk; no workspace disk, no tmpfs over ``/tmp`` or
+    ``$HOME`` (they are part of the machine). Only under ``runsc`` (gVisor), as the image's own user (root
+    included): no leased uid, since the image's files belong to its users."""
+    machine_changes: str | None = None
+    """With ``machine``: an archive of another sandbox's changes (``machine.archive_changes``) that this one starts
+    from, below its own (a grader's sandbox starts from the agent's final machine)."""
 
 
 @dataclass(frozen=True)

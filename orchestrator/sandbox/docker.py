@@ -42,6 +42,7 @@ from .dockerexec import DockerExec
 from .dockerfiles import DockerFiles, uid_gid
 from .base import DEFAULT_USER, Sandbox, SandboxFactory, SandboxHost, SandboxInfo, SandboxSpec
 from .disks import LoopDisk, create_disk, destroy_disk
+from .machine import MachineDisk, archive_changes, image_layers, mount_machine, unmount_machine
 from .hostdisk import DiskArchive, host_archive_possible, loop_backing_file
 from .hostuids import UidLease, account_mounts, image_accounts, keep_lease, lease_uid
 from .meter import Meter, Usage
@@ -102,6 +103,13 @@ def process_start(pid: int) -> str:
         return ""
 
 
+MACHINE_ROOT_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL")
+"""What root keeps in a machine-state sandbox (gVisor only): ownership and permission of files, its own
+processes' identities and signals."""
+
+MACHINE_INIT = "/.trialbox-init"
+"""Where a machine-state sandbox's init (the engine's own ``docker-init``, read-only) is mounted."""
+
 OOM_FLAG_WAIT_S = 3.0
 """How long a sandbox killed by SIGKILL is watched for the engine's out-of-memory flag."""
 
@@ -116,7 +124,7 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
         self.uid_lease: UidLease | None = None
         """This sandbox's own host uid (``hostuids``): taken when the spec names the images' user, whose uid 1000
         then stands only for the name; released on ``remove``."""
-        if spec.user == DEFAULT_USER:
+        if spec.user == DEFAULT_USER and not spec.machine:  # a machine runs under gVisor, its users its own
             self.uid_lease = lease_uid()
             spec = dataclasses.replace(spec, user=self.uid_lease.user)
         self.spec = spec
@@ -124,6 +132,7 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
         self.container: Any = None
         self.volume: Any = None
         self.disk: LoopDisk | None = None
+        self.machine: MachineDisk | None = None
         self.info: SandboxInfo | None = None
         self.meter = Meter(spec.cpu_reservation, spec.memory_reservation_mb)
         """CPU time and memory-time of every span the container ran (``resources_used``)."""
@@ -160,6 +169,42 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
                 name=f"{s.name}-workspace", driver="local", labels=labels,
                 driver_opts={"type": "ext4", "device": self.disk.device, "o": "nosuid,nodev"})
 
+    def _create_machine(self, uid: int) -> list[Any]:
+        """The machine-state sandbox's disk, mounted on the host, and an overlay volume per top-level folder of
+        the image (``sandbox.machine``); returns their mounts."""
+        s = self.spec
+        if s.runtime != "runsc":
+            raise SandboxError("a machine-state sandbox runs under gVisor (runtime: runsc): its user is the image's "
+                               "own (root included), whose files it owns, and under runc that uid would be the "
+                               "host's and share the host's per-user counts", container=s.name)
+        with docker_errors(s.name):
+            layers = image_layers(self.client, s.image_id)
+        settings = load_settings()
+        disk_path = settings.disks_dir / f"{s.name}.img"
+        disk_path.parent.mkdir(parents=True, exist_ok=True)
+        disk_path.with_suffix(".owner").write_text(owner_label())
+        self.machine = mount_machine(disk_path, settings.state_dir / "machines" / s.name, s.disk_limit_mb, layers,
+                                     Path(s.machine_changes) if s.machine_changes else None)
+        mounts = []
+        labels = {**self.labels(), f"{LABEL_PREFIX}.disk": str(disk_path)}
+        for folder in self.machine.folders:
+            with docker_errors(s.name):
+                volume = self.client.volumes.create(
+                    name=f"{s.name}-m-{folder}", driver="local", labels=labels,
+                    driver_opts={"type": "overlay", "device": "overlay", "o": self.machine.options(folder)})
+            self.machine.volumes.append(volume)
+            mounts.append(docker.types.Mount(f"/{folder}", volume.name, type="volume", no_copy=True))
+        return mounts
+
+    def archive_machine(self, out: Path) -> list[str]:
+        """A stopped machine-state sandbox's changes into the tar ``out`` (``machine.archive_changes``), read on
+        the host; returns the engine's mount targets left out."""
+        if self.machine is None:
+            raise SandboxError("not a machine-state sandbox", container=self.spec.name)
+        if self.is_running():
+            raise SandboxError("the machine's changes are read once the sandbox has stopped", container=self.spec.name)
+        return archive_changes(self.machine, out)
+
     @contextlib.contextmanager
     def _image_there(self) -> Iterator[None]:
         """The engine's word that this container's image is not there (docker's ``ImageNotFound``, or an error
@@ -183,11 +228,29 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
         with self._image_there():
             with docker_errors(s.name):
                 self.client.images.get(s.image_id)
-        self._create_volume()
         uid, gid = uid_gid(s.user)
+        if s.machine:
+            workspace_mounts = self._create_machine(uid)
+        else:
+            self._create_volume()
+            # no_copy: the workspace is exactly its seed, never merged with what the image has at that path
+            workspace_mounts = [docker.types.Mount(s.workdir, self.volume.name, type="volume", no_copy=True)]
         accounts = self._account_mounts(uid)
         copies = self._copy_mounts()
         tmpfs_opts = f"size={s.tmp_limit_mb}m,uid={uid},gid={gid},mode=0700,nosuid,nodev"
+        tmpfs = {} if s.machine else {"/tmp": tmpfs_opts, s.home: tmpfs_opts}
+        tmpfs.update({d: tmpfs_opts for d in s.scratch_dirs})
+        # root in a machine-state sandbox (gVisor only, see _create_machine): the file capabilities a
+        # package manager or a task's set-up uses as root; never MKNOD, NET_*, SYS_*
+        cap_add = list(MACHINE_ROOT_CAPS) if s.machine and uid == 0 else None
+        command, init, init_mounts = ["sleep", "infinity"], True, []
+        if s.machine:
+            # the engine's init is mounted at /sbin/docker-init, which in a merged-/usr image leads into the /usr
+            # overlay, where gVisor cannot make a mount target: the same init, mounted at the root instead
+            host_init = shutil.which("docker-init")
+            if host_init is not None:
+                command, init = [MACHINE_INIT, "--", "sleep", "infinity"], False
+                init_mounts = [docker.types.Mount(MACHINE_INIT, host_init, type="bind", read_only=True)]
         mem = s.memory_limit_mb * 1024 * 1024
         pids, ulimits = s.pids_limit, None
         if s.runtime == "runsc":
@@ -201,10 +264,9 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
             nano_cpus=int(s.cpu_limit * 1e9), cpu_shares=max(2, int(s.cpu_reservation * 1024)),
             mem_limit=mem, memswap_limit=mem, mem_reservation=s.memory_reservation_mb * 1024 * 1024,
             pids_limit=pids, ulimits=ulimits, network_mode=s.network, runtime=s.runtime,
-            cap_drop=["ALL"], security_opt=["no-new-privileges"], read_only=True, init=True,
-            shm_size="64m", tmpfs={"/tmp": tmpfs_opts, s.home: tmpfs_opts, **{d: tmpfs_opts for d in s.scratch_dirs}},
-            # no_copy: the workspace is exactly its seed, never merged with what the image has at that path
-            mounts=[docker.types.Mount(s.workdir, self.volume.name, type="volume", no_copy=True),
+            cap_drop=["ALL"], cap_add=cap_add, security_opt=["no-new-privileges"], read_only=True, init=init,
+            shm_size="64m", tmpfs=tmpfs,
+            mounts=[*workspace_mounts, *init_mounts,
                     *(docker.types.Mount(target, source, type="bind", read_only=True)
                       for source, target in (*s.mounts, *copies, *accounts))],
             # PID 1's output goes nowhere: the agent can write to /proc/1/fd/1, and an engine log on
@@ -213,7 +275,7 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
         host_config["MaskedPaths"] = list(MASKED_PATHS)  # docker-py has no argument for it; the engine's API has
         with self._image_there(), docker_errors(s.name):  # removed since the check above: the same refusal
             made = api.create_container(
-                s.image_id, command=["sleep", "infinity"], name=s.name, labels=self.labels(),
+                s.image_id, command=command, name=s.name, labels=self.labels(),
                 user=s.init_user or s.user, working_dir=s.workdir, environment={"HOME": s.home, **s.env},
                 host_config=host_config, detach=True, stdin_open=False, tty=False)
             self.container = self.client.containers.get(made["Id"])
@@ -347,13 +409,17 @@ class DockerSandbox(DockerExec, DockerFiles, Sandbox):
                     except docker.errors.NotFound:
                         pass
                 gone = True
-            if self.volume is not None:
+            for volume in ([self.volume] if self.volume is not None else []) + \
+                    (self.machine.volumes if self.machine is not None else []):
                 with docker_errors(name):
                     try:
-                        self.volume.remove(force=True)
+                        volume.remove(force=True)
                     except docker.errors.NotFound:
                         pass
         finally:
+            if self.machine is not None:
+                unmount_machine(self.machine)
+                self.machine.disk.path.with_suffix(".owner").unlink(missing_ok=True)
             if self.disk is not None:
                 destroy_disk(self.disk.path)
                 self.disk.path.with_suffix(".owner").unlink(missing_ok=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -131,6 +132,14 @@ def collect_garbage(client: docker.DockerClient, settings: Settings, everything:
             owner = owner_file.read_text().strip() if owner_file.exists() else None
             if str(img) in live_disks or (not everything and owner_alive(owner)):
                 continue
+            machine = settings.state_dir / "machines" / img.stem  # a machine-state sandbox's disk, on the host
+            if os.path.ismount(machine):
+                subprocess.run(["umount", "--lazy", str(machine)], capture_output=True)
+            if machine.is_dir():
+                try:
+                    machine.rmdir()
+                except OSError:
+                    pass
             destroy_disk(img)
             owner_file.unlink(missing_ok=True)
             result.disks.append(img.name)
