@@ -72,39 +72,41 @@ def _figure(e: dict[str, Any], fmt: str = "{:.3f}") -> str:
 
 
 def decision_plot(report: dict[str, Any]) -> str:
-    """The figures the decision rests on, one row each with its interval and its value written beside it: for
-    each comparison, both candidates' primary metric on the tasks they share, then their difference (against 0);
-    for a run without comparisons, each candidate's primary metric."""
-    rows: list[tuple[str, dict[str, Any], str, bool]] = []  # label, estimate, colour, is a difference
+    """The figures the decision rests on, one row each with its interval and its value written beside it: each
+    candidate's primary metric, then each comparison's difference (paired, on the tasks both have). The axis is
+    the metric's own range ([0, 1], or [-1, 1] with differences); an interval reaching past it is drawn to the
+    edge without a cap there (its value beside it says how far)."""
     names = list(report["candidates"])
     color = {n: COLORS[i % len(COLORS)] for i, n in enumerate(names)}
+    metric, _, k = str(report["primary_metric"]).partition("@")
+    rows: list[tuple[str, dict[str, Any], str]] = []
+    for n, c in report["candidates"].items():
+        by_k = c.get(metric)
+        e = by_k.get(k or "1") if isinstance(by_k, dict) and "value" not in by_k else by_k
+        rows.append((n, e if isinstance(e, dict) else {"value": None}, color[n]))
     for comp in report["comparisons"]:
-        paired = comp.get("on_paired_tasks") or {}
-        for side in ("baseline", "candidate"):
-            e = (paired.get(side) or {}).get("metric")
-            if e:
-                rows.append((f"{comp[side]} (paired tasks)", e, color.get(comp[side], "#333"), False))
-        rows.append((f"{comp['candidate']} − {comp['baseline']}", comp["difference"], "#333", True))
-    if not rows:
-        metric, _, k = str(report["primary_metric"]).partition("@")
-        for n, c in report["candidates"].items():
-            e = (c.get(metric) or {}).get(k or "1") if isinstance(c.get(metric), dict) else None
-            rows.append((n, e or c.get("acceptance_rate") or {"value": None}, color[n], False))
-    lo_x, hi_x = PAD + 120, W - 150
-    lo = min([0.0] + [min(e["interval"][0], e["value"]) for _, e, _, d in rows if d and e.get("interval")])
-    x = lambda v: _scale(v, lo, 1.0, lo_x, hi_x)  # noqa: E731
+        rows.append((f"{comp['candidate']} − {comp['baseline']}", comp["difference"], "#333"))
+    lo = -1.0 if report["comparisons"] else 0.0
+    lo_x, hi_x = PAD + 150, W - 150
+    x = lambda v: _scale(min(1.0, max(lo, v)), lo, 1.0, lo_x, hi_x)  # noqa: E731
     step = (H - PAD - 24) / max(1, len(rows))
     parts = [f'<line x1="{x(0):.1f}" x2="{x(0):.1f}" y1="14" y2="{H - PAD}" stroke="#999" stroke-dasharray="3 3"/>']
     parts += [f'<text x="{x(t):.1f}" y="{H - PAD + 14}" text-anchor="middle" font-size="10">{t:g}</text>'
-              for t in sorted({lo, 0.0, 0.5, 1.0}) if lo <= t <= 1.0]
-    for i, (label, e, col, _) in enumerate(rows):
+              for t in ((-1, -0.5, 0, 0.5, 1) if lo < 0 else (0, 0.25, 0.5, 0.75, 1))]
+    for i, (label, e, col) in enumerate(rows):
         yy = 24 + step * (i + 0.5)
-        parts.append(f'<text x="{lo_x - 8}" y="{yy + 4:.1f}" text-anchor="end" font-size="11">{_esc(label)}</text>')
+        shown = label if len(label) <= 26 else label[:25] + "…"
+        parts.append(f'<text x="{lo_x - 8}" y="{yy + 4:.1f}" text-anchor="end" font-size="11">{_esc(shown)}'
+                     f'<title>{_esc(label)}</title></text>')
         if e.get("value") is None:
             parts.append(f'<text x="{lo_x}" y="{yy + 4:.1f}" font-size="11" fill="#999">undefined</text>')
             continue
         if e.get("interval"):
-            parts.append(_whisker_h(x(e["interval"][0]), x(e["interval"][1]), yy, col))
+            a, b = e["interval"]
+            parts.append(f'<line x1="{x(a):.1f}" x2="{x(b):.1f}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="{col}" '
+                         f'stroke-width="2"/>')
+            parts += [f'<line x1="{x(v):.1f}" x2="{x(v):.1f}" y1="{yy - 5:.1f}" y2="{yy + 5:.1f}" stroke="{col}" '
+                      f'stroke-width="2"/>' for v in (a, b) if lo <= v <= 1.0]
         parts.append(f'<circle cx="{x(e["value"]):.1f}" cy="{yy:.1f}" r="4" fill="{col}"/>')
         parts.append(f'<text x="{hi_x + 8}" y="{yy + 4:.1f}" font-size="10">{_esc(_figure(e))}</text>')
     return _frame(f"what the decision rests on: {report['primary_metric']} (95% intervals)", "".join(parts),
@@ -155,7 +157,9 @@ def cost_plot(report: dict[str, Any]) -> str:
         if e.get("interval"):
             parts.append(_whisker_h(x(e["interval"][0]), x(e["interval"][1]), yy, color))
         parts.append(f'<circle cx="{x(e["value"]):.1f}" cy="{yy:.1f}" r="4" fill="{color}"/>')
-        parts.append(f'<text x="{W - 192}" y="{yy + 4:.1f}" font-size="10">{_esc(_figure(e, "${:.4f}"))}</text>')
+        iv = e.get("interval")
+        said = f"${e['value']:.3g}" + (f" [${iv[0]:.3g}, ${iv[1]:.3g}]" if iv else " (no interval)")
+        parts.append(f'<text x="{W - 192}" y="{yy + 4:.1f}" font-size="10">{_esc(said)}</text>')
     return _frame("cost per accepted run, USD (95% intervals)", "".join(parts), "USD", "")
 
 

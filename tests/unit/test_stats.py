@@ -74,7 +74,12 @@ def test_paired_difference_and_sample_size():
     # every task agrees: no spread is seen, which is not no uncertainty (issue 26: [0.1, 0.1] claimed certainty)
     assert d.value == pytest.approx(0.1) and d.interval[0] < 0.1 < d.interval[1]
     seven = paired_difference([1.0] * 7, [0.0] * 7, [str(i) for i in range(7)])
-    assert seven.value == 1.0 and seven.interval[0] < 0.9
+    assert seven.value == 1.0 and seven.interval[0] < 0.9 and seven.interval[1] == 1.0  # a rates' difference: <= 1
+    # every task agrees on no difference: still an interval around 0 (the offline demo's two tasks gave [0, 0])
+    zero = paired_difference([0.5, 1.0], [0.5, 1.0], ["a", "b"])
+    assert zero.value == 0.0 and -1.0 <= zero.interval[0] < 0 < zero.interval[1] <= 1.0
+    wide = paired_difference([1.0, 0.0], [0.0, 0.0], ["a", "b"])  # two clusters: t on 1 degree of freedom
+    assert wide.interval == (-1.0, 1.0)
     assert sample_size_hint([0.1, -0.1, 0.2, 0.0], min_effect=0.05) > sample_size_hint([0.1, -0.1, 0.2, 0.0], min_effect=0.2)
 
 
