@@ -21,6 +21,7 @@ path, and the ``secret_read`` diagnostic that shows a secret was read at all.
 from __future__ import annotations
 
 import base64
+import binascii
 import codecs
 import functools
 import re
@@ -56,6 +57,13 @@ def new_canaries() -> Canaries:
     return Canaries(make("tbenv"), make("tbnetrc"), make("tbcred"))
 
 
+def _uu(backtick: bool):
+    """uuencode's characters for bytes (each line's length character and newline left out)."""
+    def encode(data: bytes) -> bytes:
+        return b"".join(binascii.b2a_uu(data[i:i + 45], backtick=backtick)[1:-1] for i in range(0, len(data), 45))
+    return encode
+
+
 def _fragments(value: bytes, encoder, bits: int, block: int) -> set[str]:
     """Parts of the encoding of ``value`` that stay the same whatever bytes surround it.
 
@@ -79,8 +87,11 @@ def variants(value: str) -> frozenset[str]:
     forms = {value, value[::-1], raw.hex(), raw.hex().upper(), urllib.parse.quote(value, safe=""),
              codecs.encode(value, "rot13"), codecs.encode(value, "rot13")[::-1]}
     forms |= _fragments(raw, base64.b64encode, 6, 3) | _fragments(raw, base64.urlsafe_b64encode, 6, 3)
-    b32 = _fragments(raw, base64.b32encode, 5, 5)
+    b32 = _fragments(raw, base64.b32encode, 5, 5) | _fragments(raw, base64.b32hexencode, 5, 5)
     forms |= b32 | {f.lower() for f in b32}
+    # uuencode (binascii.b2a_uu, uu, uudecode): base64's grouping in its own alphabet, 0 written "`" or " "; a
+    # space is removed as whitespace is before the search (the eighteenth review leaked a canary so)
+    forms |= _fragments(raw, _uu(True), 6, 3) | {f.replace(" ", "") for f in _fragments(raw, _uu(False), 6, 3)}
     forms |= {"".join(f"%{b:02X}" for b in raw), "".join(f"%{b:02x}" for b in raw)}
     forms |= {f[::-1] for f in list(forms)}  # each encoding written backwards too
     return frozenset(f for f in forms if len(f) >= 8)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ..tasks import Task
 from .diff import is_artifact
 from ..textsafe import path_bytes
-from .tree import Tree, resolve
+from .tree import Tree, leaving_links
 from .trusted import config_copy, trusted_tests
 from ..pyparse import parse
 from .seal import Corpus, Seal, bases_named, located, refusing_names, seal_source
@@ -719,7 +719,7 @@ def compose(final: Tree, original: Tree, task: Task) -> Composition:
         tree.symlinks.pop(path, None)
         tree.files[path] = data
         tree.executable.discard(path)
-    leaving = {p for p in tree.symlinks if resolve(tree, p) is None}  # as the kernel resolves, links through links too
+    leaving = leaving_links(tree)  # as the kernel resolves, links through links too
     for path in list(tree.symlinks):
         leaves = path in leaving
         shadows = any(p.startswith(path + "/") for p in [*tree.files, *tree.dirs])

@@ -17,7 +17,7 @@ from ..stops import StopReason
 from ..toolnames import harness_actions, reported_actions
 from ..tasks import Task
 from .diff import Diff, is_artifact
-from .tree import Tree, changed_in, followed, leaves_workspace
+from .tree import Tree, changed_in, followed, leaving_links
 from .runner import TestRun
 
 PROTECTED_NAMES = {"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
@@ -87,8 +87,9 @@ def scope(task: Task, original: Tree, final: Tree, diff: Diff) -> Criterion:
                       if p not in allowed and p not in protected and _protected(p, seen_before, seen)]
         if seen.truncated and not seen_before.truncated:  # what lies past the bound cannot be said to be allowed
             protected.append(f"{seen.problems[-1]}: what the agent's links put in place is not all judged")
+    leaving = leaving_links(final, task.config.workdir) if final.symlinks else set()
     for path, target in final.symlinks.items():
-        if leaves_workspace(final, path, task.config.workdir):  # resolved component by component, links through links included
+        if path in leaving:  # resolved component by component, links through links included
             escaping.append(f"{path} -> {target}")
     return Criterion("scope", True, not (outside or protected or escaping),
                      {"allowed": allowed, "outside": outside, "protected_changed": protected,

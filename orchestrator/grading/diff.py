@@ -40,18 +40,47 @@ class Diff:
         return [c.path for c in self.changes]
 
 
-def _text(data: bytes | None) -> list[str] | None:
+def _decoded(data: bytes | None) -> str | None:
+    """A file's text for the diff ("" when absent), or None when it is shown as binary (past ``MAX_DIFF_FILE``,
+    a NUL byte, not UTF-8)."""
     if data is None:
-        return []
+        return ""
     if len(data) > MAX_DIFF_FILE or b"\0" in data:
         return None
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+def _lines(text: str) -> list[str]:
     # lines as patch counts them: split at "\n" only (``str.splitlines`` also splits at a form feed and
     # \x1c-\x1e, and the diff then did not apply: the sixteenth review)
     return [line for line in re.split(r"(?<=\n)", text) if line]
+
+
+def _text(data: bytes | None) -> list[str] | None:
+    text = _decoded(data)
+    return None if text is None else _lines(text)
+
+
+def _count(text: str) -> int:
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+
+
+def _prefixed(text: str, mark: str) -> str:
+    """Every line of ``text`` with ``mark`` before it, as one string (a file shown replaced whole costs its own
+    size, not a string per line: the eighteenth review's 64 files of 1 MiB of short lines took 2.9 GB)."""
+    if not text:
+        return ""
+    body = mark + text.replace("\n", "\n" + mark)
+    return body[:-1] if text.endswith("\n") else body + "\n\\ No newline at end of file\n"
+
+
+def _whole(a: str, b: str, name_a: str, name_b: str) -> str:
+    """The diff of a file shown replaced whole (every line of ``a`` removed, every line of ``b`` added)."""
+    return (f"--- {name_a}\n+++ {name_b}\n@@ -{_range(0, _count(a))} +{_range(0, _count(b))} @@\n"
+            + _prefixed(a, "-") + _prefixed(b, "+"))
 
 
 ALIGN_CELLS = 250_000
@@ -172,10 +201,16 @@ def _range(start: int, stop: int) -> str:
     return f"{start + 1 if length else start},{length}"
 
 
+DIFF_BYTES = 64 << 20
+"""Characters of text one diff holds: past them a changed file is named, not shown (its whole content is in the
+stored final workspace). The host's memory for a diff is bounded by it (the eighteenth review)."""
+
+
 def compute_diff(original: Tree, final: Tree) -> Diff:
     diff = Diff()
     budget = [DIFF_CELLS, DIFF_LINES]  # for every file of the diff together
     parts: list[str] = []
+    size = 0
     for path in sorted(set(original.files) | set(final.files) | set(original.symlinks) | set(final.symlinks)):
         if is_artifact(path):
             continue
@@ -192,11 +227,20 @@ def compute_diff(original: Tree, final: Tree) -> Diff:
             continue
         kind = "added" if a is None else "deleted" if b is None else "modified"
         diff.changes.append(Change(path, kind))
-        ta, tb = _text(a), _text(b)
-        if ta is None or tb is None:
+        sa, sb = _decoded(a), _decoded(b)
+        if sa is None or sb is None:
             parts.append(f"Binary files a/{path} and b/{path} differ\n")
+            continue
+        if size + len(sa) + len(sb) > DIFF_BYTES:
+            parts.append(f"Files a/{path} and b/{path} differ (not shown: the diff's {DIFF_BYTES >> 20} MiB of text "
+                         "is reached; the whole file is in the stored final workspace)\n")
+            continue
+        size += len(sa) + len(sb)
+        name_a, name_b = f"a/{path}" if a is not None else "/dev/null", f"b/{path}" if b is not None else "/dev/null"
+        if _count(sa) + _count(sb) > budget[1]:  # past the line budget: replaced whole, at the cost of its size
+            budget[1] = 0
+            parts.append(_whole(sa, sb, name_a, name_b))
         else:
-            parts.extend(_unified(ta, tb, f"a/{path}" if a is not None else "/dev/null",
-                                  f"b/{path}" if b is not None else "/dev/null", budget=budget))
+            parts.extend(_unified(_lines(sa), _lines(sb), name_a, name_b, budget=budget))
     diff.text = "".join(p if p.endswith("\n") else p + "\n\\ No newline at end of file\n" for p in parts)
     return diff

@@ -34,7 +34,9 @@ Cross-checks (each failure an integrity problem of the trial, a rejection):
     Python can import from outside the workspace: every name of its standard library
     (``sys.stdlib_module_names``) and built-in modules and every top-level name in the folders and archives of
     its path (site-packages: pytest, pluggy, every plugin), with this Python's standard library, pytest's own
-    names and the witness's always added; not only what ``import pytest`` loads, since pytest imports some of
+    names, the witness's, and the names the standard library and pytest *try* to import whether or not they are
+    installed (``TRIED_NAMES``: ``org``, which ``copy`` tries before pytest loads its plugins) always added;
+    not only what ``import pytest`` loads, since pytest imports some of
     them later (``xml``, ``pdb``, ``code``…); judged in every folder
     of the workspace a module can be imported from when the tests run (its root, the folders of the path and of
     the script's ``PYTHONPATH`` inside it, the first non-package folder above each test and ``conftest.py``
@@ -119,10 +121,24 @@ SITE_FOLDER = re.compile(r"(?:^|/)(?:site-packages|dist-packages|lib/python[0-9]
 """A site folder, or a Python's own library folder (``lib/python3.11``, ``lib/python3.13t``; never ``python3compat``,
 the seventeenth review)."""
 TEST_FILE = re.compile(r"(?:^|/)(?:conftest\.py|test_[^/]*\.py|[^/]*_test\.py)$")
+TRIED_NAMES = frozenset({
+    # the standard library's imports of modules outside it (present on other platforms, or optional): copy and
+    # pickle try Jython's ``org.python.core`` when imported, before pytest loads any plugin (the eighteenth
+    # review: ``org/__init__.py`` ran in place of the test run, accepted); platform, xml.sax and logging try
+    # these others
+    "org", "java", "_winreg", "vms_lib", "win32api", "win32con", "win32evtlog", "win32evtlogutil", "docutils", "pip",
+    "pgen2",
+    # pytest's and pluggy's optional imports
+    "annotationlib", "argcomplete", "numpy", "pexpect", "pkg_resources", "twisted", "typing_extensions", "zope"})
+"""Top-level names that the standard library and pytest *try* to import, installed or not (found by reading every
+import statement of CPython 3.11's library and of pytest 8-9, pluggy, iniconfig and packaging): a module of the
+agent's with such a name would run when they try, even though nothing by that name is installed."""
 FALLBACK_NAMES = frozenset(sys.stdlib_module_names) | frozenset(sys.builtin_module_names) | {
-    "pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py", "exceptiongroup", "tomli", "pygments", "colorama"}
+    "pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py", "exceptiongroup", "tomli", "pygments",
+    "colorama"} | TRIED_NAMES
 """Names judged whatever the environment's Python says (it may not be the Python the script runs pytest with, or
-could not be asked): this Python's standard library and built-in modules, pytest's own and its dependencies'."""
+could not be asked): this Python's standard library and built-in modules, pytest's own and its dependencies', and
+the names they try to import (``TRIED_NAMES``)."""
 WITNESS_NAMES = frozenset({"trialbox_witness", "trialbox_witness_server"})
 """The witness's own modules (on the script's Python path after the workspace: a module of the agent's with that
 name would be loaded in the witness's place)."""
@@ -332,7 +348,9 @@ def replaced_runners(tree: Tree, workdir: str, changed: list[str], path_env: str
         out += [f"{p}: the agent added or changed a file of {root}/{d}, a site folder of the test runner's Python "
                 f"path inside the workspace (installed code runs as the runner's own)" for p in hits[:20]]
     names = set(probed.get("names") or ()) | FALLBACK_NAMES | WITNESS_NAMES
-    namespaces = set(probed.get("namespaces") or ())
+    # a folder without ``__init__`` is a namespace portion, imported when no module of that name is found anywhere
+    # on the path: so for a tried name nothing installs (``org``), a plain folder ``org/`` runs its modules too
+    namespaces = set(probed.get("namespaces") or ()) | (TRIED_NAMES - set(probed.get("names") or ()))
     for d in folders:
         # the task's own modules there are exempt, judged as the final's are: a plain folder without ``__init__``
         # in the original is no module of its (the sixteenth review: ``code/`` exempted the agent's ``code``)

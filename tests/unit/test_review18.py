@@ -1,0 +1,129 @@
+"""The eighteenth review's findings at the host functions (a helper who did not write the change attacked the
+grading path; engine tests: tests/docker/test_threats_review18.py)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import random
+import resource
+import subprocess
+
+import pytest
+
+from orchestrator.canaries import find
+from orchestrator.grading.diff import DIFF_BYTES, _whole, compute_diff
+from orchestrator.grading.script import TRIED_NAMES, replaced_runners
+from orchestrator.grading.tree import MAX_LINK_HOPS, Resolver, Tree, followed, leaving_links
+
+
+def _reference_resolve(tree: Tree, path: str, workdir: str = "/workspace", max_hops: int = MAX_LINK_HOPS):
+    """The resolution the Resolver replaced, as it was (quadratic, one link at a time): the results must agree."""
+    pending = list(reversed(path.split("/")))
+    done: list[str] = []
+    hops = 0
+    root = workdir.strip("/").split("/")
+    while pending:
+        part = pending.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not done:
+                return None
+            done.pop()
+            continue
+        target = tree.symlinks.get("/".join([*done, part]))
+        if target is None:
+            done.append(part)
+            continue
+        hops += 1
+        if hops > max_hops:
+            return None
+        if target.startswith("/"):
+            parts = [p for p in target.split("/") if p not in ("", ".")]
+            if parts[:len(root)] != root or ".." in parts[:len(root)]:
+                return None
+            done, target = [], "/".join(parts[len(root):])
+        pending.extend(reversed(target.split("/")))
+    return "/".join(done)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_resolver_agrees_with_the_plain_resolution_on_random_link_mazes(seed):
+    rng = random.Random(seed)
+    names = ["a", "b", "c", "d"]
+    tree = Tree(files={"a/x": b"1", "b/y": b"2", "top": b"3"})
+    for _ in range(rng.randint(1, 14)):
+        where = "/".join(rng.choice(names) for _ in range(rng.randint(1, 3)))
+        target = "/".join(rng.choice(names + ["..", ".", "x", "y", "top"]) for _ in range(rng.randint(1, 4)))
+        if rng.random() < 0.2:
+            target = "/workspace/" + target if rng.random() < 0.7 else "/etc/" + target
+        tree.symlinks[where] = target
+    resolver = Resolver(tree)
+    for path in [*tree.symlinks, *(f"{link}/x" for link in tree.symlinks), "a/x", "c/../a/x"]:
+        assert resolver.resolve(path) == _reference_resolve(tree, path), (path, tree.symlinks)
+
+
+def test_links_through_long_chains_cost_their_size_once():
+    """The review's maze: 39 links with 4 KB targets, and many links to its start (0.1 s each before)."""
+    tree = Tree(files={"README.md": b"x"})
+    for i in range(38):
+        tree.symlinks[f"T{i}"] = "a/" * 818 + "../" * 818 + f"T{i + 1}"
+    tree.symlinks["T38"] = "README.md"
+    for j in range(20_000):
+        tree.symlinks[f"L{j}"] = "T0"
+    assert leaving_links(tree, "/app") == set()
+    view = followed(tree, "/app")
+    assert view.files["L19999"] == b"x" and not view.truncated
+    # a loop is still a loop, and 41 hops still too many
+    loop = Tree(symlinks={"p": "q", "q": "p"})
+    assert leaving_links(loop) == {"p", "q"}
+    chain = Tree(files={"end": b""}, symlinks={f"k{i}": f"k{i + 1}" for i in range(41)} | {"k41": "end"})
+    assert "k0" in leaving_links(chain) and "k2" not in leaving_links(chain)
+
+
+def test_a_diff_of_many_large_files_costs_their_size_not_a_string_per_line():
+    blob = b"#\n" * ((1 << 20) // 2 - 1)
+    final = Tree(files={f"notes/n{i}.txt": blob for i in range(80)})
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    diff = compute_diff(Tree(), final)
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) >> 10
+    assert grown_mib < 600, grown_mib  # 32 MiB of such files took 1.38 GB more before
+    shown = [c for c in diff.text.split("--- ") if c.startswith("/dev/null")]
+    assert diff.paths == sorted(final.files) and len(shown) < 80
+    assert diff.text.count("not shown: the diff's 64 MiB of text is reached") == 80 - len(shown)
+    assert sum(len(final.files[f"notes/n{i}.txt"]) for i in range(len(shown))) <= DIFF_BYTES
+
+
+def test_a_file_shown_whole_is_a_patch_that_applies(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "f.txt").write_text("old1\nold2")
+    (tmp_path / "g.txt").write_text("x\n")
+    patch = _whole("old1\nold2", "new1\nnew2\n", "a/f.txt", "b/f.txt") + _whole("x\n", "", "a/g.txt", "/dev/null") \
+        + _whole("", "n\nm", "/dev/null", "b/h.txt")
+    (tmp_path / "p.diff").write_text(patch)
+    subprocess.run(["git", "apply", "p.diff"], cwd=tmp_path, check=True, capture_output=True)
+    assert (tmp_path / "f.txt").read_text() == "new1\nnew2\n" and not (tmp_path / "g.txt").exists()
+    assert (tmp_path / "h.txt").read_text() == "n\nm"
+
+
+@pytest.mark.parametrize("encode", [
+    lambda b: binascii.b2a_uu(b).decode(), lambda b: binascii.b2a_uu(b, backtick=True).decode(),
+    lambda b: "begin 644 notes\n" + binascii.b2a_uu(b"Z" + b).decode() + "`\nend\n",
+    lambda b: base64.b32hexencode(b).decode(), lambda b: base64.b32hexencode(b"xy" + b).decode().lower()])
+def test_uuencoded_and_base32hex_canaries_are_found(encode):
+    canary = "tbenv989ea331d999c7dc31e7cb0c"
+    assert find([canary], encode(canary.encode())) == [canary]
+
+
+def test_names_the_standard_library_tries_to_import_are_judged_as_modules_or_as_plain_folders():
+    probed = {"names": ["json", "pytest"], "namespaces": []}
+    for files in ({"org/__init__.py": b"import os; os._exit(0)"}, {"org/python/core.py": b"import os; os._exit(0)"},
+                  {"java.py": b""}):
+        tree = Tree(files=files)
+        found = replaced_runners(tree, "/app", sorted(files), "/usr/bin", probed)
+        assert found and found[0].split("/")[0].split(":")[0] in ("org", "java.py", "java"), (files, found)
+    # an installed ``org`` (a regular package elsewhere) wins over a plain folder of the workspace, as before
+    tree = Tree(files={"org/notes.py": b""})
+    assert replaced_runners(tree, "/app", ["org/notes.py"], "/usr/bin", {"names": ["org"], "namespaces": []}) == []
+    assert {"org", "java", "numpy"} <= TRIED_NAMES and "test" not in TRIED_NAMES  # an honest repository's test/
