@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Headless Chromium for the HTML report's browser tests (Debian's chromium packages).
+# Headless Chromium and its WebDriver for the browser tests (the HTML report; trialbox view driven through
+# Selenium): Debian's chromium and chromium-driver packages.
 set -euo pipefail
-if command -v chromium >/dev/null 2>&1; then
+if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
   echo "chromium: $(chromium --version 2>/dev/null | head -1)"
   exit 0
 fi
