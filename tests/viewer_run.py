@@ -61,7 +61,7 @@ def write_events(path: Path, trial_id: str, *, hostile: bool = False) -> tuple[l
     text = HOSTILE if hostile else "The median is wrong for even lengths; I will fix it."
     events = [
         log.append("model_call", model_served="claude-test", input_tokens=1200, output_tokens=150, cost_usd=0.004,
-                   duration_s=1.9, stop_reason="tool_use", retries=0,
+                   latency_s=1.9, stop_reason="tool_use", retries=0,
                    content=[{"type": "text", "text": text}, {"type": "tool_use", "name": "bash", "input": {"command": "pytest -q"}}]),
         log.append("tool", tool="bash", arguments={"command": HOSTILE if hostile else "pytest -q tests"},
                    output=(HOSTILE + "\n") if hostile else "1 failed, 4 passed in 0.12s\n", exit_code=1, duration_s=1.4,

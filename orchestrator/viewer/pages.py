@@ -72,7 +72,8 @@ def event_rows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         source = str(e.get("source") or "")
         out.append({"seq": e.get("seq"), "kind": str(kind), "source": source,
                     "source_text": SOURCES.get(source, source or "unknown"), "line": printable(line),
-                    "duration": e.get("duration_s"), "cost": e.get("cost_usd"),
+                    "duration": e.get("duration_s") if e.get("duration_s") is not None else e.get("latency_s"),
+                    "cost": e.get("cost_usd"),
                     "tokens": (e.get("input_tokens"), e.get("output_tokens")) if kind == "model_call" else None,
                     "error": bool(e.get("error_kind") or e.get("timed_out") or kind in ("proxy_refused", "model_refused")),
                     "details": _pretty({k: v for k, v in e.items() if k not in HIDDEN_KEYS})})

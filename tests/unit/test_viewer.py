@@ -80,7 +80,7 @@ def test_trial_page_holds_verdict_criteria_timeline_diff_and_log(run):
     html = page.text
     for needle in ("fail_to_pass", "pass_to_pass", "scope", "observed by trialbox", "reported by the model, not observed",
                    "proxy_refused", "log intact", 'class="gi"', "grading", "NetworkMode", "ATIF export",
-                   "name=diff.patch", "collected 5 items"):
+                   "name=diff.patch", "collected 5 items", "<td>1.90</td>"):  # the model call's latency
         assert needle in html, needle
     assert "canaries.json" not in html
     assert c.get("/runs/r/trial", params={"id": "nope"}).status_code == 404
