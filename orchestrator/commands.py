@@ -79,13 +79,10 @@ def with_scripted_model(command):
 
 
 def run_manifest(paths, override: str | None = None):
-    """The manifest a run used, from where it was (its relative paths resolve there), or ``override``."""
-    from .loading import load_manifest
-    from .taskload import load_tasks
+    """The manifest a run used and its tasks (``taskload.load_run_manifest``)."""
+    from .taskload import load_run_manifest
 
-    source = json.loads(paths.source.read_text())["manifest"] if paths.source.exists() else paths.manifest
-    loaded = load_manifest(Path(override or source))
-    return loaded, load_tasks(loaded)
+    return load_run_manifest(paths, override)
 
 
 @with_scripted_model

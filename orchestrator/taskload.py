@@ -238,3 +238,15 @@ def load_tasks(loaded: LoadedManifest) -> list[Task]:
     if problems:
         raise ValidationFailed(problems)
     return tasks
+
+
+def load_run_manifest(paths, override: str | None = None) -> tuple[LoadedManifest, list[Task]]:
+    """The manifest a run used, from where it was (``source.json``: its relative paths resolve there), or
+    ``override``, and its tasks (``report``, ``regrade``, ``export``, ``reproduce`` and ``trialbox view``)."""
+    import json
+
+    from .loading import load_manifest
+
+    source = json.loads(paths.source.read_text())["manifest"] if paths.source.exists() else paths.manifest
+    loaded = load_manifest(Path(override or source))
+    return loaded, load_tasks(loaded)
