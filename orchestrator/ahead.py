@@ -39,10 +39,11 @@ from typing import Any
 from .agents import make_agent
 from .agents.session import sandbox_for
 from .grading.grade import PreparedGrader
-from .grading.runner import GraderLimits, grader_spec
+from .grading.runner import GraderLimits
+from .grading.specs import grader_spec
 from .log import get_logger
 from .manifest import LoadedManifest
-from .prepare import Prepared, prepare
+from .prepare import Prepared, grader_labels, prepare, sandbox_spec
 from .repos import source_identity
 from .sandbox.base import Sandbox, SandboxHost
 
@@ -96,7 +97,6 @@ def ready_trial(spec, loaded: LoadedManifest, host: SandboxHost, grader_limits: 
                 env: Mapping[str, str] | None = None) -> Readied:
     """Everything of ``spec``'s trial up to its sandbox's start (see the module docstring); raises whatever the
     trial itself would raise on that path (it then makes everything itself, and raises it there)."""
-    from .trial import grader_labels, sandbox_spec
 
     inputs = trial_inputs(spec, loaded)  # before anything is made from them
     agent = make_agent(spec.candidate, spec.task, loaded, env)

@@ -36,14 +36,14 @@ from .agents import BudgetLimits, make_agent
 from .ahead import discard_readied, take
 from .stops import Outcome
 from .agents.session import agent_session
-from .engine import ATTEMPT_LABEL, RUN_LABEL, TRIAL_LABEL
 from .errors import Cancelled, ImageNotFound, InstallFailed, SandboxError
 from .events import read_events
 from .grading.export import export_workspace
 from .grading.tree import ExportLimits
 from .grading.grade import PreparedGrader, grade_trial
 from .grading.judge import Judge
-from .grading.runner import GraderLimits, grader_spec
+from .grading.runner import GraderLimits
+from .grading.specs import grader_spec
 from .grading.criteria import Criterion
 from .grading.verdict import Verdict, infra_verdict
 from .hashing import tree_sha256
@@ -51,13 +51,13 @@ from .hostspace import host_full, write_atomic
 from .log import get_logger
 from .manifest import EnvironmentConfig, LoadedManifest
 from .missingimages import IMAGE_MISSING, refusal
-from .prepare import Prepared, prepare
+from .prepare import Prepared, grader_labels, prepare, sandbox_spec
 from .result import TrialResult
 from .resultparts import AgentRun, AttemptUsage, Conditions, PreviousAttempt
 from .stageclock import lap, timing
-from .sandbox.base import home_for, SandboxHost, SandboxSpec
+from .sandbox.base import SandboxHost
 from .sandbox.meter import Usage
-from .store import AttemptPaths, RunPaths, slug
+from .store import AttemptPaths, RunPaths
 from .tasks import Task
 from .textsafe import recordable
 
@@ -101,32 +101,6 @@ class TrialSpec:
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def sandbox_spec(spec: TrialSpec) -> SandboxSpec:
-    env = spec.environment
-    return SandboxSpec(
-        image_id=spec.image_id, name=f"tb-{spec.run_id[:12]}-{slug(spec.trial_id).replace('.', '-')}-a{spec.attempt}"[:120],
-        labels={RUN_LABEL: spec.run_id, TRIAL_LABEL: spec.trial_id, ATTEMPT_LABEL: str(spec.attempt)},
-        cpu_limit=env.cpu_limit, cpu_reservation=env.cpu_reservation, memory_limit_mb=env.memory_limit_mb,
-        memory_reservation_mb=env.memory_reservation_mb, pids_limit=env.pids_limit, disk_limit_mb=env.disk_limit_mb,
-        network="none", runtime=env.runtime, workdir=spec.task.config.workdir, home=home_for(spec.task.config.workdir),
-        copied_mounts=solution_mount(spec))
-
-
-def grader_labels(spec: TrialSpec) -> tuple[str, dict[str, str]]:
-    """The prefix of the trial's grader containers' names, and their labels."""
-    return f"tb-{spec.run_id[:12]}-g", {RUN_LABEL: spec.run_id, TRIAL_LABEL: spec.trial_id}
-
-
-def solution_mount(spec: TrialSpec) -> tuple[tuple[str, str], ...]:
-    """The oracle of a script-graded task gets the solution folder, read-only, in its own sandbox only: a copy of
-    its own (``SandboxSpec.copied_mounts``), so a folder closed to others on the host still reads as the sandbox's
-    uid, and nothing the sandbox does to it (a lock) is seen elsewhere."""
-    g = spec.task.grader
-    if spec.candidate.agent != "oracle" or not g.solution_is_script or g.solution is None:
-        return ()
-    return ((str(spec.task.grader_path(g.solution).resolve()), g.solution_mount),)
 
 
 def spend_in(folder) -> float | None:

@@ -16,7 +16,7 @@ the agent's environment goes in: not its container, not its processes, not its
 
 The trusted files (held-out tests, ``conftest.py`` files, the configuration copy, the tripwires' files) go in
 root's and read-only, in folders root's with the sticky bit; the workspace root and the container's init and command
-are root's too (``grader_spec``). The tests run as the sandbox user, who can therefore neither change, replace, move
+are root's too (``pytest_grader_spec``). The tests run as the sandbox user, who can therefore neither change, replace, move
 nor remove a trusted file, nor signal, trace or take over a process of trialbox's.
 
 The host drives the run (``_run_test_groups``): one command per test file's group, ``grader_tools/run_tests.py``
@@ -177,12 +177,9 @@ def select(outcomes: dict[str, str], nodes: list[str], key=lambda n: n) -> dict[
     return out
 
 
-def grader_spec(image_id: str, task: Task, limits: GraderLimits, name: str,
-                labels: dict[str, str] | None = None) -> SandboxSpec:
-    """The grader container of ``task`` (the pytest grader's; ``script.script_grader_spec`` the script grader's)."""
-    if task.grader.kind == "script":
-        from .script import script_grader_spec
-        return script_grader_spec(image_id, task, limits, name, labels)
+def pytest_grader_spec(image_id: str, task: Task, limits: GraderLimits, name: str,
+                       labels: dict[str, str] | None = None) -> SandboxSpec:
+    """The pytest grader's container for ``task`` (``specs.grader_spec`` chooses it or the script grader's)."""
     return SandboxSpec(image_id=image_id, name=f"{name}-{uuid.uuid4().hex[:6]}", cpu_limit=limits.cpu_limit,
                        cpu_reservation=limits.cpu_reservation, memory_limit_mb=limits.memory_limit_mb,
                        memory_reservation_mb=limits.memory_reservation_mb, pids_limit=limits.pids_limit,
@@ -196,14 +193,14 @@ def run_tests(sandboxes: SandboxFactory, image_id: str, comp: Composition, task:
               limits: GraderLimits, name: str, labels: dict[str, str] | None = None,
               usage: list[Usage] | None = None, prepared: Sandbox | None = None) -> TestRun:
     """Run ``nodes`` (and the tripwire) against the composed workspace in a fresh grader container (``prepared``:
-    one created ahead from ``grader_spec``, not started yet); ``GraderInfraError`` when it cannot be set up. What
+    one created ahead from ``specs.grader_spec``, not started yet); ``GraderInfraError`` when it cannot be set up. What
     the container used is appended to ``usage`` (whether or not it could be set up: a grader that failed still
     ran)."""
-    sandbox = prepared if prepared is not None else sandboxes(grader_spec(image_id, task, limits, name, labels))
+    sandbox = prepared if prepared is not None else sandboxes(pytest_grader_spec(image_id, task, limits, name, labels))
     try:
         try:
             sandbox.start()
-            # the workspace's root is root's (``grader_spec``): open to all, but what is there is its owner's
+            # the workspace's root is root's (``pytest_grader_spec``): open to all, but what is there is its owner's
             if not sandbox.exec(["chmod", "1777", "/workspace"], timeout=60, user="0:0",
                                 env={"PATH": SYSTEM_PATH}).ok:
                 raise GraderInfraError("grader_setup", "the grader's workspace could not be opened to the test user")

@@ -156,6 +156,15 @@ class RunData:
             db.close()
         return json.loads(row[0]) if row else None
 
+    def recorded(self, trial_id: str) -> bool:
+        """Whether the store has the trial (its row, or an attempt a later one superseded)."""
+        db = self.connect()
+        try:
+            return db.execute("SELECT 1 FROM trials WHERE id = ? UNION SELECT 1 FROM superseded WHERE trial_id = ?",
+                              (trial_id, trial_id)).fetchone() is not None
+        finally:
+            db.close()
+
     def task_trials(self, task: str, candidate: str) -> list[dict[str, Any]]:
         """The recorded documents of one task's trials by one candidate, by replicate."""
         db = self.connect()
@@ -175,8 +184,9 @@ class RunData:
         return cands, tasks
 
     def attempt_file(self, trial_id: str, attempt: int, name: str) -> Path | None:
-        """One of ``RAW_FILES`` of an attempt, when it exists (any other name: None)."""
-        if name not in RAW_FILES:
+        """One of ``RAW_FILES`` of an attempt of a recorded trial, when it exists (any other name, or a trial the
+        store does not have: None)."""
+        if name not in RAW_FILES or not 0 < attempt < 1_000_000 or not self.recorded(trial_id):
             return None
         path = self.paths.attempt(trial_id, attempt).folder / name
         return path if path.is_file() else None

@@ -10,6 +10,7 @@ highlighted by Pygments, whose HTML escapes what it is given.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from markupsafe import Markup
@@ -91,7 +92,8 @@ def trial_page(run: RunData, trial_id: str, attempt: str | None = None) -> dict[
         return None
     result = TrialResult.from_dict(doc)
     n = result.attempt
-    if attempt is not None and attempt.isdigit() and run.paths.attempt(trial_id, int(attempt)).folder.is_dir():
+    if attempt is not None and re.fullmatch(r"[0-9]{1,6}", attempt) and \
+            run.paths.attempt(trial_id, int(attempt)).folder.is_dir():
         n = int(attempt)
     folder = run.paths.attempt(trial_id, n)
     verdict = doc.get("verdict") or {}

@@ -340,7 +340,8 @@ def test_graders_get_the_tools_and_tests_as_copies_of_their_own():
     copy per container, never one host folder bind-mounted into all."""
     import types
 
-    from orchestrator.grading.runner import GraderLimits, grader_spec
+    from orchestrator.grading.runner import GraderLimits
+    from orchestrator.grading.specs import grader_spec
 
     task = types.SimpleNamespace(grader=types.SimpleNamespace(kind="pytest"),
                                  runtime=types.SimpleNamespace(sandbox_env=lambda: {}))
@@ -354,7 +355,7 @@ def test_graders_get_the_tools_and_tests_as_copies_of_their_own():
     pytest.param("/usr/lib/python3.11/os.py", False, id="image-file")])
 def test_one_graders_lock_is_not_seen_by_another(make_sandbox, path, shared):
     """Two containers with the grader tools folder: bind-mounted, one host folder for both (as graders had it when
-    the review found this), or as ``runner.grader_spec`` gives it now (a copy each); a lock one takes on a file of
+    the review found this), or as ``specs.grader_spec`` gives it now (a copy each); a lock one takes on a file of
     it (read-only is enough for ``flock``). The same on a file of the image (its own overlay in each container)
     for comparison."""
     mounts = ((str(TOOLS), TOOLS_MOUNT),)

@@ -161,7 +161,8 @@ def test_with_runsc_the_grader_runs_under_runsc_too(setup, client, tmp_path):
     under ``runsc`` as well (``GraderLimits.for_environment``), and grading still tells a fix from no fix. Found on
     the way: gVisor as Debian 12 ships refuses coreutils' ``statx``, and the grader's checks as root had read every
     trusted file's owner through ``stat`` (every fix rejected on ``grader_integrity``); they fall back to ``find``."""
-    from orchestrator.grading.runner import GraderLimits, grader_spec
+    from orchestrator.grading.runner import GraderLimits
+    from orchestrator.grading.specs import grader_spec
 
     from tests.docker.test_threats import FIX, SUBMIT
 

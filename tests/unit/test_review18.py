@@ -14,7 +14,7 @@ import pytest
 from orchestrator.canaries import find
 from orchestrator.grading.diff import DIFF_BYTES, _whole, compute_diff
 from orchestrator.grading.script import TRIED_NAMES, replaced_runners
-from orchestrator.grading.tree import MAX_LINK_HOPS, Resolver, Tree, followed, leaving_links
+from orchestrator.grading.tree import DANGLING, MAX_LINK_HOPS, Resolver, Tree, followed, leaving_links
 
 
 def _reference_resolve(tree: Tree, path: str, workdir: str = "/workspace", max_hops: int = MAX_LINK_HOPS):
@@ -66,7 +66,8 @@ def test_the_resolver_agrees_with_the_plain_resolution_on_random_link_mazes(seed
 
 def test_links_through_long_chains_cost_their_size_once():
     """The review's maze: 39 links with 4 KB targets, and many links to its start (0.1 s each before)."""
-    tree = Tree(files={"README.md": b"x"})
+    # the folders a/a/…/a exist (818 deep): the chain leads to README.md, as the kernel would follow it
+    tree = Tree(files={"README.md": b"x"}, dirs={"/".join(["a"] * n) for n in range(1, 819)})
     for i in range(38):
         tree.symlinks[f"T{i}"] = "a/" * 818 + "../" * 818 + f"T{i + 1}"
     tree.symlinks["T38"] = "README.md"
@@ -75,6 +76,11 @@ def test_links_through_long_chains_cost_their_size_once():
     assert leaving_links(tree, "/app") == set()
     view = followed(tree, "/app")
     assert view.files["L19999"] == b"x" and not view.truncated
+    # without those folders nothing is there (the kernel fails at the first ``a``): the links lead nowhere, neither
+    # out nor to a file, and cost as little
+    bare = Tree(files={"README.md": b"x"}, symlinks=dict(tree.symlinks))
+    assert leaving_links(bare, "/app") == set() and Resolver(bare, "/app").resolve("L5") == DANGLING
+    assert "L5" not in followed(bare, "/app").files
     # a loop is still a loop, and 41 hops still too many
     loop = Tree(symlinks={"p": "q", "q": "p"})
     assert leaving_links(loop) == {"p", "q"}
@@ -127,3 +133,39 @@ def test_names_the_standard_library_tries_to_import_are_judged_as_modules_or_as_
     tree = Tree(files={"org/notes.py": b""})
     assert replaced_runners(tree, "/app", ["org/notes.py"], "/usr/bin", {"names": ["org"], "namespaces": []}) == []
     assert {"org", "java", "numpy"} <= TRIED_NAMES and "test" not in TRIED_NAMES  # an honest repository's test/
+
+
+def test_links_resolving_far_deeper_than_the_tree_lead_nowhere_at_a_bounded_cost():
+    """The nineteenth review: 38 chained links each adding 2,047 folders that do not exist, and thousands of links
+    to the last: 1.8 GB and a minute for 3,000 of them, every resolution kept whole."""
+    tree = Tree(files={"README.md": b"x"})
+    tree.symlinks["L0"] = "d/" * 2046 + "d"
+    for k in range(1, 38):
+        tree.symlinks[f"L{k}"] = f"L{k - 1}/" + "d/" * 2045 + "d"
+    for i in range(20_000):
+        tree.symlinks[f"M{i}"] = "L37"
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert leaving_links(tree) == set()
+    assert Resolver(tree).resolve("M7") == DANGLING and "M7" not in followed(tree).files
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) >> 10 < 300
+    # a resolution that leaves before it gets deep still leaves
+    assert leaving_links(Tree(symlinks={"out": "../" + "d/" * 5000})) == {"out"}
+
+
+def test_the_likeness_reads_a_large_diff_line_by_line():
+    from orchestrator.grading.likeness import changed_lines, similarity
+
+    diff = "+++ b/x\n" + "+a\n" * 3_000_000
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert similarity(diff, "+a\n") == (pytest.approx(2 / 2001, rel=0.01), True)
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) >> 10 < 100
+    assert len(changed_lines(diff, 10)) == 11 and changed_lines("-x\n+y\n--- a\n") == ["-x", "+y"]
+
+
+@pytest.mark.parametrize("pad", [0, 16, 17, 30, 44, 100])
+def test_a_uuencoded_canary_is_found_across_line_boundaries(pad):
+    canary = "tbenv37d002d949d96e88b0c8cd89"
+    data = b"#" * pad + canary.encode()
+    lines = b"".join(binascii.b2a_uu(data[i:i + 45]) for i in range(0, len(data), 45))
+    assert find([canary], b"begin 644 notes.uu\n" + lines + b"`\nend\n") == [canary]
+    assert find([canary], lines.replace(b"\n", b"\r\n")) == [canary]

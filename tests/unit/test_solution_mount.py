@@ -9,7 +9,8 @@ from pathlib import Path
 
 from orchestrator.manifest import EnvironmentConfig
 from orchestrator.taskload import load_task
-from orchestrator.trial import TrialSpec, sandbox_spec
+from orchestrator.prepare import sandbox_spec
+from orchestrator.trial import TrialSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -112,6 +112,11 @@ def test_every_page_forbids_inline_script_and_raw_files_are_inert_text(run):
     for name in ("canaries.json", "../../../lock.json", "events.jsonl/../../../../lock.json"):
         assert c.get("/runs/r/raw", params={"id": "task-0000/base/0", "name": name}).status_code == 404, name
     assert c.get("/runs/r/raw", params={"id": "../../..", "name": "diff.patch"}).status_code == 404
+    for trial_id, attempt in (("..", "1"), ("task-0000/base/0", "-1"), ("task-0000/base/0", "9" * 5000)):
+        assert c.get("/runs/r/raw", params={"id": trial_id, "attempt": attempt, "name": "diff.patch"}).status_code \
+            == 404, (trial_id, attempt[:10])
+    for attempt in ("\u00b2", "9" * 5000):  # a superscript two is a digit to str.isdigit, not to int
+        assert c.get("/runs/r/trial", params={"id": "task-0000/base/0", "attempt": attempt}).status_code == 200
     atif = c.get("/runs/r/atif", params={"id": "task-0000/base/0"})
     assert atif.status_code == 200 and atif.json()["schema_version"] == "ATIF-v1.4"
 
