@@ -179,13 +179,18 @@ def test_compare_two_candidates_on_one_task(browser, tmp_path):
         wait(browser, lambda d: css(d, "#side-1"), "the comparison page")
         from selenium.webdriver.support.ui import Select
 
-        Select(css(browser, "select[name=b]")[0]).select_by_value("base")
-        Select(css(browser, "select[name=a]")[0]).select_by_value("new")
+        assert "a=new" in browser.current_url  # the link's pair: new on the left
+        # the other way round, chosen in the form: wait for the new page itself (a marker on the old one is gone),
+        # never for a URL the old page already had (that raced the navigation once, on a busy host)
+        browser.execute_script("window.__before = 1")
+        Select(css(browser, "select[name=a]")[0]).select_by_value("base")
+        Select(css(browser, "select[name=b]")[0]).select_by_value("new")
         css(browser, "form button")[0].click()
-        wait(browser, lambda d: "a=new" in d.current_url, "the chosen pair")
+        wait(browser, lambda d: d.execute_script("return window.__before === undefined && document.readyState === "
+                                                 "'complete'") and "a=base" in d.current_url, "the chosen pair")
         left, right = css(browser, "#side-1")[0], css(browser, "#side-2")[0]
-        assert left.find_elements("css selector", "h2")[0].text == "new"
-        assert right.find_elements("css selector", "h2")[0].text == "base"
+        assert left.find_elements("css selector", "h2")[0].text == "base"
+        assert right.find_elements("css selector", "h2")[0].text == "new"
         assert len(left.find_elements("css selector", "article")) == 3 == len(right.find_elements("css selector", "article"))
         for d in css(browser, "details"):
             browser.execute_script("arguments[0].open = true", d)
