@@ -60,7 +60,10 @@ def new_canaries() -> Canaries:
 def _uu(backtick: bool):
     """uuencode's characters for bytes (each line's length character and newline left out)."""
     def encode(data: bytes) -> bytes:
-        return b"".join(binascii.b2a_uu(data[i:i + 45], backtick=backtick)[1:-1] for i in range(0, len(data), 45))
+        # each line's characters for its bytes only (b2a_uu pads a line to whole groups of 3 with zeros, whose
+        # characters depend on no byte of the data: a canary at a line's end was missed for them)
+        return b"".join(binascii.b2a_uu(data[i:i + 45], backtick=backtick)[1:1 + -(-len(data[i:i + 45]) * 4 // 3)]
+                        for i in range(0, len(data), 45))
     return encode
 
 
@@ -101,20 +104,39 @@ _WS_BYTES = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0"
 _SEPARATOR_BYTES = _WS_BYTES + b"-_.,:;|/\\'\"`+"
 
 
-_UU_LINE = re.compile(rb"^[\x21-\x60][\x20-\x60]{3,61}$", re.M)
-"""A line as uuencode writes it: a length character ("!" to "M": 1 to 45 bytes), then up to 60 characters."""
+_UU_FULL = re.compile(rb"M[\x20-\x60]{60}")
+"""A full uuencoded line (45 bytes: length character "M", then 60 characters), wherever it stands."""
+_UU_SHORT = re.compile(rb"[\x21-\x4c][\x20-\x60]{4,60}")
 
 
 def _uu_decoded(data: bytes) -> bytes:
-    """The bytes of every uuencoded line of ``data``, joined: a canary cut by a line's length character (a uuencoded
-    file's every line starts with one, "M") is whole again (the nineteenth review: 28 of the 45 places a 29-character
-    canary can start cross a line)."""
+    """The bytes of the uuencoded lines of ``data``, in order, joined: a canary cut by a line's length character (a
+    uuencoded file's every line starts with one) is whole again (the nineteenth review: 28 of the 45 places a
+    29-character canary can start cross a line). A canary spread over lines crosses at least one full line ("M"
+    and 60 characters), so those are found wherever they stand (indented, quoted, prefixed, joined on one line with
+    ``;``, split by any line break: the twentieth review), and each is followed by the line after it: the next full
+    one, or a short one starting within 8 characters of its end."""
     out = bytearray()
-    for m in _UU_LINE.finditer(data.replace(b"\r\n", b"\n")):
+    for m in _UU_FULL.finditer(data):
         try:
             out += binascii.a2b_uu(m.group())
         except binascii.Error:
             continue
+        tail = data[m.end():m.end() + 70]
+        if _UU_FULL.match(tail.lstrip(b" \t\r\n\x0b\x0c'\",;x")):
+            continue  # the next full line decodes on its own turn
+        for skip in range(0, 9):
+            short = _UU_SHORT.match(tail, skip)
+            if short is None:
+                continue
+            n = short.group()[0] - 32
+            body = short.group()[:1 + -(-n // 3) * 4]
+            if len(body) == 1 + -(-n // 3) * 4:
+                try:
+                    out += binascii.a2b_uu(body)
+                    break
+                except binascii.Error:
+                    continue
     return bytes(out)
 
 

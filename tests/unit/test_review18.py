@@ -169,3 +169,38 @@ def test_a_uuencoded_canary_is_found_across_line_boundaries(pad):
     lines = b"".join(binascii.b2a_uu(data[i:i + 45]) for i in range(0, len(data), 45))
     assert find([canary], b"begin 644 notes.uu\n" + lines + b"`\nend\n") == [canary]
     assert find([canary], lines.replace(b"\n", b"\r\n")) == [canary]
+
+
+# The twentieth review (tests/docker/test_threats_review20.py): uuencoded lines wherever they stand, a resolution
+# kept as one place whatever its depth, and a bounded likeness line.
+
+@pytest.mark.parametrize("layout", ["indented", "prefixed", "cr", "joined", "python-list", "vt", "backtick"])
+def test_uuencoded_lines_are_found_wherever_they_stand(layout):
+    canary = "tbenv37d002d949d96e88b0c8cd89"
+    data = b"#" * 30 + canary.encode()
+    lines = [binascii.b2a_uu(data[i:i + 45], backtick=layout == "backtick")[:-1] for i in range(0, len(data), 45)]
+    blob = {"indented": b"".join(b"\t" + l + b"\n" for l in lines), "prefixed": b"".join(b"x" + l + b"\n" for l in lines),
+            "cr": b"\r".join(lines), "joined": b";".join(lines), "vt": b"\x0b".join(lines),
+            "python-list": b"NOTES = [\n" + b"".join(b"    " + repr(l.decode()).encode() + b",\n" for l in lines) + b"]\n",
+            "backtick": b"\n".join(lines)}[layout]
+    assert find([canary], blob) == [canary]
+
+
+def test_many_links_to_a_real_deep_folder_cost_one_resolution():
+    """95,000 links to a link to a real folder 1,990 deep: 27 s and 1.9 GB while each resolution was a list."""
+    tree = Tree(files={"README.md": b"x"}, dirs={"/".join(["a"] * k) for k in range(1, 1991)})
+    tree.symlinks["D"] = "/".join(["a"] * 1990)
+    tree.symlinks.update({f"l/x{i}": "../D" for i in range(95_000)})
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert leaving_links(tree) == set()
+    assert Resolver(tree).resolve("l/x5") == "/".join(["a"] * 1990)
+    followed(tree)
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) >> 10 < 400
+
+
+def test_a_likeness_line_is_compared_up_to_its_bound_and_never_tokenized_past_it():
+    from orchestrator.grading.likeness import MAX_LINE_CHARS, changed_lines
+
+    line = "(" * 32_000 + "#c"
+    assert changed_lines(f"+{line}\n") == ["+" + "(" * MAX_LINE_CHARS]
+    assert changed_lines("+x = 1  # note\n") == ["+x=1"]
