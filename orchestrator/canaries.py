@@ -57,6 +57,10 @@ def new_canaries() -> Canaries:
     return Canaries(make("tbenv"), make("tbnetrc"), make("tbcred"))
 
 
+UU_RUN = 16
+"""Characters of a canary's uuencoding that count as the canary when found together."""
+
+
 def _uu(backtick: bool):
     """uuencode's characters for bytes (each line's length character and newline left out)."""
     def encode(data: bytes) -> bytes:
@@ -94,7 +98,11 @@ def variants(value: str) -> frozenset[str]:
     forms |= b32 | {f.lower() for f in b32}
     # uuencode (binascii.b2a_uu, uu, uudecode): base64's grouping in its own alphabet, 0 written "`" or " "; a
     # space is removed as whitespace is before the search (the eighteenth review leaked a canary so)
-    forms |= _fragments(raw, _uu(True), 6, 3) | {f.replace(" ", "") for f in _fragments(raw, _uu(False), 6, 3)}
+    uu = _fragments(raw, _uu(True), 6, 3) | {f.replace(" ", "") for f in _fragments(raw, _uu(False), 6, 3)}
+    # and every 16 characters of it at every fourth place: a canary spread over uuencoded lines of 15 bytes or more
+    # (20 characters) has one such run whole on one line, whatever stands between the lines (a name ending in "M",
+    # quotes, indentation: the twenty-first review), and 16 of these characters by chance are below 1 in 10^28
+    forms |= uu | {f[i:i + UU_RUN] for f in uu for i in range(0, len(f) - UU_RUN + 1, 4)}
     forms |= {"".join(f"%{b:02X}" for b in raw), "".join(f"%{b:02x}" for b in raw)}
     forms |= {f[::-1] for f in list(forms)}  # each encoding written backwards too
     return frozenset(f for f in forms if len(f) >= 8)

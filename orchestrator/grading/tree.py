@@ -122,78 +122,76 @@ def resolve(tree: Tree, path: str, workdir: str = "/workspace", max_hops: int = 
 
 
 DANGLING = "\0nowhere"
-"""What ``resolve`` answers for a path that passes deeper than anything in the tree can be (``DEPTH_SLACK``
-below its deepest entry): there is nothing there, so the kernel fails on it (a link to it leads nowhere, neither
-out of the workspace nor to a file). No real path holds a NUL."""
+"""What ``resolve`` answers for a path that passes more than ``DEPTH_SLACK`` names into folders the tree does not
+have: there is nothing there, so the kernel fails on it (a link to it leads nowhere, neither out of the workspace
+nor to a file). No real path holds a NUL."""
 
 DEPTH_SLACK = 64
-"""How much deeper than the tree's deepest entry a resolution may pass before it leads nowhere: room for what the
-grader adds (its tests' folders) to the workspace. It bounds what one link's resolution keeps (the nineteenth
-review: 2,000 links through chains resolving 78,000 folders deep took 1.8 GB and a minute)."""
-
+"""How many names a resolution may pass into folders the tree does not have before it leads nowhere: room for what
+the grader adds to the workspace (its tests' folders), which is never that deep. It bounds what a resolution
+builds whatever the tree (the nineteenth review: chains resolving 78,000 folders deep took 1.8 GB; the
+twenty-first: 700 links 2,040 names past a real folder 2,040 deep took 3.7 GB while the bound was counted from the
+tree's deepest entry)."""
 
 
 class _Node:
-    """A place in the workspace's path space: its name, its folder, what is known below it, and the link there."""
+    """A place in the workspace's path space: its name, its folder, the places below it that the tree has, the
+    link there, and how many names past the tree's last folder it lies (0: the tree has it)."""
 
-    __slots__ = ("name", "parent", "children", "link", "depth", "_path")
+    __slots__ = ("name", "parent", "children", "link", "beyond", "_path")
 
-    def __init__(self, name: str, parent: "_Node | None") -> None:
-        self.name, self.parent = name, parent
+    def __init__(self, name: str, parent: "_Node | None", beyond: int = 0) -> None:
+        self.name, self.parent, self.beyond = name, parent, beyond
         self.children: dict[str, _Node] = {}
         self.link: str | None = None
-        self.depth = parent.depth + 1 if parent is not None else 0
         self._path: str | None = None
 
-    def child(self, name: str) -> "_Node":
-        node = self.children.get(name)
-        if node is None:
-            node = self.children[name] = _Node(name, self)
-        return node
-
     def path(self) -> str:
-        """The workspace-relative path (made once per place, from the nearest place that has made its own)."""
+        """The workspace-relative path, made when asked and kept on this place only (never on every folder above
+        it: for a deep chain that was memory of its depth squared)."""
         if self._path is None:
-            chain, node = [], self
-            while node is not None and node._path is None and node.parent is not None:
-                chain.append(node)
+            names, node = [], self
+            while node is not None and node.parent is not None:
+                names.append(node.name)
                 node = node.parent
-            prefix = node._path if node is not None and node._path is not None else ""
-            for n in reversed(chain):
-                prefix = f"{prefix}/{n.name}" if prefix else n.name
-                n._path = prefix
-        return self._path or ""
+            self._path = "/".join(reversed(names))
+        return self._path
 
 
-_NOWHERE = _Node("\0nowhere", None)  # the resolution that passed past the depth bound
+_NOWHERE = _Node("\0nowhere", None)  # the resolution that passed past the bound
 
 
 class Resolver:
     """``resolve`` for every path of one tree, each link's own target resolved once (the eighteenth review: 600
     links through a chain of 39 links with 4 KB targets took 200 s of host CPU, each resolution rebuilding the
-    path so far at every component). A resolution is a place in a tree of places (``_Node``: one step per
-    component, a folder's ``..`` one step back), so what a link leads to is kept as one reference and shared
-    wherever a path passes through it, whatever its depth (the twentieth review: 95,000 links to a real folder
-    1,990 deep cost 1.9 GB while each resolution was kept as a list of its names). A link's resolution does not
-    depend on the path that reached it: its folder is a real one (a tree's paths are physical) and its target is
-    resolved from there."""
+    path so far at every component). A resolution is a place: the tree's own places are made once, from its
+    entries; a name the tree does not have is a place made for that walk only, never kept below its folder, and
+    at most ``DEPTH_SLACK`` of them in a row. What a link leads to is one reference, shared wherever a path passes
+    through it. So the memory and time of all resolutions are bounded by the tree's entries and its links' targets,
+    whatever their depth (the twentieth and twenty-first reviews). A link's resolution does not depend on the path
+    that reached it: its folder is a real one (a tree's paths are physical) and its target is resolved from there."""
 
     def __init__(self, tree: Tree, workdir: str = "/workspace", max_hops: int = MAX_LINK_HOPS) -> None:
         self.root_parts = workdir.strip("/").split("/")
         self.max_hops = max_hops
         self.root = _Node("", None)
-        for link, target in tree.symlinks.items():
+        # every entry's place, walked name by name from the root (no folder's path is ever made as a string: a
+        # link at the bottom of a chain 32,700 deep had cost 1 GB of prefixes, the twenty-first review); the work
+        # is the sum of the entries' depths, at most half the bytes of their names
+        for path in (*tree.dirs, *tree.files, *tree.symlinks):
             node = self.root
-            for part in link.split("/"):
-                node = node.child(part)
-            node.link = target
+            for name in path.split("/"):
+                below = node.children.get(name)
+                if below is None:
+                    below = node.children[name] = _Node(name, node)
+                node = below
+            if path in tree.symlinks:
+                node.link = tree.symlinks[path]
         self.known: dict[int, tuple[_Node | None, int]] = {}
-        deepest = max((p.count("/") + 1 for p in (*tree.files, *tree.symlinks, *tree.dirs)), default=0)
-        self.depth_limit = deepest + DEPTH_SLACK
 
     def resolve(self, path: str) -> str | None:
         """The workspace-relative path ``path`` leads to; None when it leaves the workspace or loops; ``DANGLING``
-        when it passes deeper than anything there can be."""
+        when it passes more than ``DEPTH_SLACK`` names into folders the tree does not have."""
         node, _ = self._walk(self.root, path, 0)
         return None if node is None else DANGLING if node is _NOWHERE else node.path()
 
@@ -223,7 +221,12 @@ class Resolver:
                     return None, hops
                 at = at.parent
                 continue
-            nxt = at.child(part)
+            nxt = at.children.get(part)
+            if nxt is None:  # a name the tree does not have: a place for this walk only
+                if at.beyond >= DEPTH_SLACK:
+                    return _NOWHERE, hops
+                at = _Node(part, at, at.beyond + 1)
+                continue
             if nxt.link is not None:
                 real, used = self._link(nxt)
                 hops += used
@@ -234,8 +237,6 @@ class Resolver:
                 at = real
                 continue
             at = nxt
-            if at.depth > self.depth_limit:
-                return _NOWHERE, hops
         return at, hops
 
 

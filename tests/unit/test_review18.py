@@ -204,3 +204,37 @@ def test_a_likeness_line_is_compared_up_to_its_bound_and_never_tokenized_past_it
     line = "(" * 32_000 + "#c"
     assert changed_lines(f"+{line}\n") == ["+" + "(" * MAX_LINE_CHARS]
     assert changed_lines("+x = 1  # note\n") == ["+x=1"]
+
+
+# The twenty-first review (tests/docker/test_threats_review21.py): uuencoded lines after a name ending in "M" and
+# lines shorter than 45 bytes; places past the tree bounded by DEPTH_SLACK whatever the tree's depth; comment
+# lines counted toward the likeness bound.
+
+@pytest.mark.parametrize("size", [45, 30, 20, 15])
+@pytest.mark.parametrize("layout", ["ITEM = '%s'\n", "'M': '%s',\n", "NUM%s\n"])
+def test_uuencoded_lines_of_any_usual_length_after_any_prefix_are_found(size, layout):
+    canary = "tbenv785d388f63560bdcc6aac0d8"
+    for pad in range(0, 45, 7):
+        data = b"#" * pad + canary.encode()
+        lines = [binascii.b2a_uu(data[i:i + size])[:-1].decode() for i in range(0, len(data), size)]
+        assert find([canary], "".join(layout % line for line in lines)) == [canary], pad
+
+
+def test_places_past_the_tree_are_bounded_whatever_its_depth():
+    chain = "/".join(["a"] * 2040)
+    tree = Tree(dirs={chain}, files={"README.md": b"x"})
+    tree.symlinks.update({f"z/l{k}": f"q{k}/" + chain for k in range(700)})  # 2,040 names the tree does not have
+    deep = Tree(symlinks={f"c{c}/" + "/".join(["a"] * 32_700) + "/l": "x" for c in range(2)})
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert leaving_links(tree) == set() and Resolver(tree).resolve("z/l3") == DANGLING
+    assert leaving_links(deep) == set()
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) >> 10 < 200
+    # 64 names into folders the tree does not have still resolve (what the grader adds), 65 lead nowhere
+    near = Tree(files={"x": b""}, symlinks={"ok": "/".join(["n"] * 64), "far": "/".join(["n"] * 65)})
+    assert Resolver(near).resolve("ok") == "/".join(["n"] * 64) and Resolver(near).resolve("far") == DANGLING
+
+
+def test_comment_lines_count_toward_the_likeness_bound():
+    from orchestrator.grading.likeness import similarity
+
+    assert similarity("+#\n" * 5_000_000, "+a\n") == (0.0, True)
