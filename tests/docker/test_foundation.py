@@ -117,6 +117,14 @@ def test_gc_removes_only_labelled_leftovers_of_dead_owners(client, python_image,
     disk = load_settings().disks_dir / f"{crashed}.img"
     assert client.containers.get(crashed) and disk.exists()
 
+    # owner files without their disk (a process killed between naming itself and making it): a dead owner's is
+    # removed, a live owner's (it may be making the disk now) is kept
+    import socket
+
+    dead_owner = load_settings().disks_dir / f"{unique_name('tbnamed')}.owner"
+    dead_owner.write_text(f"{socket.gethostname()}:{2 ** 22 + 7}:0")  # no such process
+    live_owner = load_settings().disks_dir / f"{unique_name('tbnaming')}.owner"
+    live_owner.write_text(owner_label())
     stranger = client.containers.create(python_image, ["sleep", "60"], name=unique_name("stranger"),
                                         labels={"org.example": "not ours"})
     fake_managed = client.containers.create(python_image, ["sleep", "60"], name=unique_name("alive"),
@@ -125,6 +133,7 @@ def test_gc_removes_only_labelled_leftovers_of_dead_owners(client, python_image,
         result = collect_garbage(client, load_settings())
         assert crashed in result.containers and f"{crashed}-workspace" in result.volumes
         assert f"{crashed}.img" in result.disks and not disk.exists()
+        assert dead_owner.name in result.disks and not dead_owner.exists() and live_owner.exists()
         names = {c.name for c in client.containers.list(all=True)}
         assert crashed not in names
         assert stranger.name in names and fake_managed.name in names  # unlabelled, and a live owner's
@@ -132,6 +141,7 @@ def test_gc_removes_only_labelled_leftovers_of_dead_owners(client, python_image,
                                  capture_output=True, text=True).stdout
         assert crashed not in losetup
     finally:
+        live_owner.unlink(missing_ok=True)
         stranger.remove(force=True)
         fake_managed.remove(force=True)
 
