@@ -61,8 +61,11 @@ from ..sandbox.meter import Usage
 from ..stageclock import lap
 from ..tasks import Task
 from ..install import InstallResult, restore_outputs, run_install, stash_outputs_and_clear
+from ..log import get_logger
 from .compose import Composition, Tripwire, test_files
 from .seal import HASHED_PER_GROUP, MAX_ITEMS, Malformed, Seal, decode, shown
+
+log = get_logger("grading")
 
 TOOLS = Path(__file__).with_name("grader_tools")
 TOOLS_MOUNT = "/opt/trialbox-grader"
@@ -432,10 +435,31 @@ def _check_between_groups(sandbox: Sandbox, comp: Composition, when: str, output
             path = rest[2:]
             if path not in expected and not posixpath.basename(path).startswith(ASIDE):
                 new.append(path)
+    unread = [p for p in paths if p not in seen]
+    if unread and not alive:
+        # a trusted file the check could not read although nothing of the code under test runs any more (every
+        # process of its user was killed, and none is alive): read again once. A read that failed for the grader's
+        # own reasons (a fork refused on a loaded host) passes then; a file that is really gone is still gone. A
+        # nop trial was rejected on grader_integrity with every trusted file "not in place" once, in a resumed run
+        # beside other trialbox processes (this stop's CI); the cause is not known
+        again = _root_run(sandbox, CHECK_SCRIPT, [f"/workspace/{CHECK_LIST}/list"], "trusted-file check, again")
+        if again[-1] == f"end {len(paths)}":
+            for line in again[:-1]:
+                kind, _, rest = line.partition(" ")
+                if kind == "file":
+                    owner, _, rest = rest.partition(" ")
+                    digest, _, path = rest.partition(" ")
+                    if path in unread:
+                        seen[path] = (owner, digest)
+            if any(p in seen for p in unread):
+                log.warning("trusted files unread by the check, read again", when=when,
+                            files=sorted(p for p in unread if p in seen)[:5])
     for p in paths:
         owner, digest = seen.get(p, ("", ""))
-        if digest != hashlib.sha256(comp.trusted[p]).hexdigest():
-            problems.append(f"trusted file {p} is not in place in the grader {when}")
+        if p not in seen:
+            problems.append(f"trusted file {p} is not in place in the grader {when} (missing or unreadable)")
+        elif digest != hashlib.sha256(comp.trusted[p]).hexdigest():
+            problems.append(f"trusted file {p} is not in place in the grader {when} (its content changed)")
         elif owner != "0:444":
             problems.append(f"trusted file {p} is no longer root's and read-only {when} ({owner})")
     if new:
