@@ -8,7 +8,6 @@ scripted Messages-API server for the command's duration.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -148,16 +147,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import GATE, build_report, to_json
+    from .report import GATE, run_report, to_json
     from .summary import terminal
 
     paths = run_paths(args.run)
-    loaded, tasks = run_manifest(paths)
-    planned = len(json.loads(paths.plan.read_text())["trials"]) if paths.plan.exists() \
-        else len(tasks) * len(loaded.manifest.candidates) * loaded.manifest.execution.trials_per_task
-    report = build_report(paths, loaded.manifest, {t.id: t.config.difficulty for t in tasks},
-                          {t.id: t.cluster for t in tasks}, planned,
-                          [(e, loaded.resolve(Path(e))) for e in loaded.manifest.analysis.suspect_evidence])
+    report = run_report(paths, *run_manifest(paths))
     if args.html:
         from .html import render
 

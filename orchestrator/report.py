@@ -183,6 +183,17 @@ def _count(items) -> dict[str, int]:
     return c
 
 
+def run_report(paths: RunPaths, loaded: Any, tasks: list[Any]) -> dict[str, Any]:
+    """The report of a run folder under the manifest it ran (``loaded``) and its tasks, as ``trialbox report`` and
+    ``trialbox view`` give it: the planned trials from ``plan.json`` (else every task × candidate × trial), each
+    task's difficulty and cluster, the suspect evidence the manifest declares."""
+    m = loaded.manifest
+    planned = len(json.loads(paths.plan.read_text())["trials"]) if paths.plan.exists() \
+        else len(tasks) * len(m.candidates) * m.execution.trials_per_task
+    return build_report(paths, m, {t.id: t.config.difficulty for t in tasks}, {t.id: t.cluster for t in tasks}, planned,
+                        [(e, loaded.resolve(Path(e))) for e in m.analysis.suspect_evidence])
+
+
 def build_report(paths: RunPaths, m: Manifest, difficulty: dict[str, str], cluster: dict[str, str],
                  planned: int, evidence: list[tuple[str, Path]] = ()) -> dict[str, Any]:
     """The results document. ``evidence``: the manifest's ``analysis.suspect_evidence`` runs, each as declared and

@@ -27,6 +27,7 @@ the engine's host, as the workspace disks do.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 from dataclasses import dataclass, field
@@ -108,23 +109,20 @@ def top_folders(layers: list[str]) -> tuple[str, ...]:
             raise SandboxError(f"cannot read the image's layer {layer}: {exc.strerror}") from None
         for e in entries:
             if e.name not in seen:
-                seen[e.name] = e.is_dir(follow_symlinks=False) and not _opaque_whiteout(e.path)
+                seen[e.name] = e.is_dir(follow_symlinks=False)  # a whiteout (a device) or a link is no folder
     return tuple(sorted(n for n, is_dir in seen.items() if is_dir and n not in SKIPPED))
 
 
-def _opaque_whiteout(path: str) -> bool:
+def _lstat(path: Path | str) -> os.stat_result | None:
     try:
-        st = os.lstat(path)
+        return os.lstat(path)
     except OSError:
-        return True
-    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+        return None
 
 
 def _is_dir(path: Path) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
+    st = _lstat(path)
+    return st is not None and stat.S_ISDIR(st.st_mode)
 
 
 def _run(*cmd: str) -> str:
@@ -189,11 +187,8 @@ def archive_changes(machine: MachineDisk, out: Path) -> list[str]:
 
 
 def _empty_file(path: Path) -> bool:
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_size == 0
+    st = _lstat(path)
+    return st is not None and stat.S_ISREG(st.st_mode) and st.st_size == 0
 
 
 def _walk(root: Path, skip: set[str]) -> list[str]:
@@ -229,8 +224,6 @@ def extract_changes(archive: Path, dest: Path, folders: tuple[str, ...]) -> None
 
 def _remove(path: Path) -> None:
     if _is_dir(path):
-        import shutil
-
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)

@@ -90,16 +90,11 @@ class Figures:
 
 def report_html(run: RunData, link: Callable[[str, str], str]) -> str:
     """The report's figures for ``run`` as ``trialbox report`` computes them (its manifest, from where it was)."""
-    from ..taskload import load_run_manifest
     from ..html import report_body
-    from ..report import build_report
+    from ..report import run_report
+    from ..taskload import load_run_manifest
 
-    paths = run.paths
-    loaded, tasks = load_run_manifest(paths)
-    planned = len(run.planned()) or len(tasks) * len(loaded.manifest.candidates) * loaded.manifest.execution.trials_per_task
-    report = build_report(paths, loaded.manifest, {t.id: t.config.difficulty for t in tasks},
-                          {t.id: t.cluster for t in tasks}, planned,
-                          [(e, loaded.resolve(Path(e))) for e in loaded.manifest.analysis.suspect_evidence])
+    report = run_report(run.paths, *load_run_manifest(run.paths))
     return report_body(report, link)
 
 

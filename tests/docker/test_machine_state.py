@@ -22,22 +22,10 @@ def sh(sb, script: str, user: str | None = None):
 
 
 @pytest.fixture
-def machine(client, python_image):
-    made: list[DockerSandbox] = []
-
-    def make(**overrides) -> DockerSandbox:
-        fields = dict(image_id=python_image, name=unique_name("tbmachine"), runtime="runsc", machine=True,
-                      memory_limit_mb=512, memory_reservation_mb=256, pids_limit=128, disk_limit_mb=64,
-                      labels={"org.trialbox.run": "tests"})
-        fields.update(overrides)
-        sb = DockerSandbox(SandboxSpec(**fields), client)
-        made.append(sb)
-        sb.start()
-        return sb
-
-    yield make
-    for sb in made:
-        sb.remove()
+def machine(make_sandbox):
+    """A started machine-state sandbox under gVisor (``make_sandbox``'s limits; removed after the test)."""
+    return lambda **overrides: make_sandbox(**{"name": unique_name("tbmachine"), "runtime": "runsc", "machine": True,
+                                               **overrides})
 
 
 def test_changes_anywhere_are_read_on_the_host_and_a_fresh_sandbox_starts_from_them(machine, tmp_path):
